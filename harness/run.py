@@ -1,0 +1,267 @@
+"""One run: a (leg, model, workload, arm, repeat) measured in its own process group.
+
+The worker runs with the leg's Python in a new session; on exit, timeout or interruption the whole
+process group (vLLM's EngineCore and workers included) is killed, so nothing outlives a run and
+nothing keeps measuring beside the next one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import __version__, paths
+from harness.leg import LegEnv
+from harness.record import Failure, RunRecord, Timing, now, write
+from harness.scenario import Arm, Model, Workload
+
+WORKER = Path(__file__).resolve().parent / "worker" / "bench.py"
+RUN_ENV_TAG = "HARNESS_RUN_ID"  # set in every run's environment; finds orphans of a killed sweep
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSpec:
+    study: str
+    series: str
+    leg_env: LegEnv
+    model: Model
+    model_path: str
+    workload: Workload
+    arm: Arm
+    repeat: int
+    timeout_s: float
+    load_format: str | None = None
+    devices: str | None = None          # CUDA_VISIBLE_DEVICES for this run
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def engine_args(self) -> dict[str, Any]:
+        args = {**self.model.engine_args, **self.arm.engine_args}
+        if self.load_format:
+            args.setdefault("load_format", self.load_format)
+        return args
+
+    @property
+    def run_id(self) -> str:
+        return "/".join([self.series, self.leg_env.leg.name, _safe(self.model.name), self.workload.name,
+                         self.arm.name, f"r{self.repeat}"])
+
+    @property
+    def fingerprint(self) -> str:
+        """Everything that decides what is measured; --resume reuses a record only on a match."""
+        blob = {
+            "harness": __version__, "leg": self.leg_env.leg.name, "compat_id": self.leg_env.compat_id,
+            "pins": list(self.leg_env.pins), "model": self.model.model_dump(), "model_path": self.model_path,
+            "workload": self.workload.work, "arm": self.arm.model_dump(exclude={"description"}),
+            "engine_args": self.engine_args, "repeat": self.repeat,
+        }
+        return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+# --- log reading ---------------------------------------------------------------------------------
+
+# vLLM prefixes lines from its subprocesses: "(EngineCore_DP0 pid=12) ERROR 11-29 23:58:00 [core.py:1] "
+_PREFIX = re.compile(r"^(?:\((?P<proc>[\w.-]+) pid=(?P<pid>\d+)\)\s*)?"
+                     r"(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] ?)?")
+
+
+def strip_prefix(line: str) -> tuple[str, str]:
+    m = _PREFIX.match(line)
+    who = f"{m.group('proc')}:{m.group('pid')}" if m and m.group("pid") else "main"
+    return who, line[m.end():] if m else line
+
+
+def tracebacks(log: str) -> list[str]:
+    """Every Python traceback in a run's combined log, per process, in order of appearance."""
+    blocks: list[tuple[str, list[str]]] = []
+    open_by: dict[str, list[str]] = {}
+    for raw in log.splitlines():
+        who, line = strip_prefix(raw)
+        if line.startswith("Traceback (most recent call last)"):
+            open_by[who] = [line]
+            blocks.append((who, open_by[who]))
+            continue
+        cur = open_by.get(who)
+        if cur is None:
+            continue
+        cur.append(line)
+        if line and not line[0].isspace() and not line.startswith(("Traceback", "During handling",
+                                                                    "The above exception")):
+            if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt|Warning)?\b.*", line) and ":" in line or \
+                    re.match(r"^[\w.]+(Error|Exception)$", line):
+                del open_by[who]
+    return ["\n".join(lines) for _, lines in blocks]
+
+
+_GENERIC = re.compile(r"Engine core initialization failed|EngineDeadError|EngineCore encountered|"
+                      r"Worker failed with error|WorkerProc initialization failed")
+
+
+def last_line(tb: str) -> str:
+    lines = [ln for ln in tb.strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def failure_reason(tbs: list[str]) -> str:
+    """The root cause: the first exception that is not vLLM's generic 'engine died' wrapper."""
+    finals = [last_line(t) for t in tbs]
+    specific = [f for f in finals if f and not _GENERIC.search(f)]
+    return (specific or finals or [""])[0]
+
+
+def read_events(run_dir: Path) -> list[dict]:
+    out = []
+    with contextlib.suppress(FileNotFoundError):
+        for line in (run_dir / "run.jsonl").read_text(encoding="utf-8", errors="replace").splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                out.append(json.loads(line))
+    return out
+
+
+def emit(run_dir: Path, phase: str, **fields: Any) -> None:
+    with (run_dir / "run.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"t": time.time(), "phase": phase, "pid": os.getpid(), **fields}) + "\n")
+
+
+# --- the process ----------------------------------------------------------------------------------
+
+def _die_with_parent() -> None:
+    # If the sweep itself is killed (even with -9), the run goes too instead of measuring on.
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def kill_group(pgid: int, grace_s: float = 10.0) -> None:
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def process_group(cmd: list[str], *, env: dict[str, str], log: Path, cwd: Path) -> Iterator[subprocess.Popen]:
+    with log.open("ab") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env, cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent)
+    try:
+        yield proc
+    finally:
+        kill_group(proc.pid, grace_s=2.0 if proc.poll() is not None else 10.0)
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=5)
+
+
+def orphans() -> list[int]:
+    """PIDs of runs left behind by a sweep that died (they carry RUN_ENV_TAG in their environment)."""
+    found = []
+    me = os.getpid()
+    for d in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if int(d.name) != me and f"{RUN_ENV_TAG}=".encode() in (d / "environ").read_bytes():
+                found.append(int(d.name))
+    return found
+
+
+def kill_orphans() -> list[int]:
+    pids = orphans()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
+
+
+def _read_json(path: Path) -> dict:
+    with contextlib.suppress(FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        return json.loads(path.read_text(encoding="utf-8"))
+    return {}
+
+
+def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str],
+            allow_dirty: bool, runner: str = "local", attempt: int = 1) -> RunRecord:
+    """Measure one run into `run_dir` and write its results.json; never raises for a failed run."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in ("results.json", "worker.json", "manifest.json", "run.jsonl", "run.log", "spec.json"):
+        (run_dir / stale).unlink(missing_ok=True)
+    wl = spec.workload
+    worker_spec = {
+        "run_dir": str(run_dir), "model_path": spec.model_path, "tokenizer": spec.model.tokenizer,
+        "dtype": spec.model.dtype, "tp": spec.model.tp, "engine_args": spec.engine_args,
+        "workload": wl.work,
+    }
+    (run_dir / "spec.json").write_text(json.dumps(worker_spec, indent=2))
+    env = spec.leg_env.environ()
+    env |= {k: v for k, v in spec.arm.env.items()} | spec.extra_env
+    env[RUN_ENV_TAG] = spec.run_id
+    env["PYTHONUNBUFFERED"] = "1"
+    if spec.devices is not None:
+        env["CUDA_VISIBLE_DEVICES"] = spec.devices
+    started = now()
+    emit(run_dir, "spawn", leg=spec.leg_env.leg.name, compat_id=spec.leg_env.compat_id, run_id=spec.run_id)
+    t0 = time.monotonic()
+    status, exit_code, sig = "ok", None, None
+    with process_group([str(spec.leg_env.python), str(WORKER), str(run_dir / "spec.json")],
+                       env=env, log=run_dir / "run.log", cwd=run_dir) as proc:
+        try:
+            rc = proc.wait(timeout=spec.timeout_s)
+            exit_code = rc if rc >= 0 else None
+            sig = -rc if rc < 0 else None
+            status = "ok" if rc == 0 else "failed"
+        except subprocess.TimeoutExpired:
+            status = "timeout"
+            emit(run_dir, "timeout", after_s=spec.timeout_s)
+    wall = time.monotonic() - t0
+    emit(run_dir, "exit", status=status, exit_code=exit_code, signal=sig, wall_s=wall)
+
+    worker, manifest = _read_json(run_dir / "worker.json"), _read_json(run_dir / "manifest.json")
+    if status == "ok" and not worker:
+        status = "failed"  # exited 0 without a result: never count that as a measurement
+    failure = None
+    if status != "ok":
+        log = (run_dir / "run.log").read_text(encoding="utf-8", errors="replace")
+        tbs = tracebacks(log)
+        events = read_events(run_dir)
+        phases = [e["phase"] for e in events if e.get("pid") != os.getpid()]
+        reason = (f"timed out after {spec.timeout_s:.0f} s" if status == "timeout"
+                  else failure_reason(tbs) or (f"killed by signal {sig}" if sig else f"exit code {exit_code}"))
+        failure = Failure(exit_code=exit_code, signal=sig, reason=reason, traceback=tbs[-1] if tbs else "",
+                          exceptions=[last_line(t) for t in tbs], phase=phases[-1] if phases else None)
+    leg = spec.leg_env.leg
+    rec = RunRecord(
+        study=spec.study, series=spec.series, run_id=spec.run_id, fingerprint=spec.fingerprint,
+        harness_version=__version__, invocation_id=invocation_id, runner=runner, node=socket.gethostname(),
+        attempt=attempt, leg=leg.name, leg_label=leg.label, compat_id=spec.leg_env.compat_id,
+        pins=list(spec.leg_env.pins), model=spec.model.name, tp=spec.model.tp, workload=wl.name,
+        workload_spec=wl.work, arm=spec.arm.name, arm_spec=spec.arm.model_dump(),
+        engine_args=spec.engine_args, repeat=spec.repeat, status=status,
+        metrics=worker.get("metrics", {}) if status == "ok" else {},
+        work=worker.get("work", {}),
+        timing=Timing(wall_s=wall, **worker.get("timing", {})),
+        manifest=manifest | {"runner": runner, "lock": spec.leg_env.lock.splitlines()},
+        failure=failure, allow_dirty=allow_dirty, dirty=dirty, started_at=started, finished_at=now(),
+    )
+    write(rec, run_dir)
+    return rec

@@ -1,0 +1,143 @@
+"""Scenarios: models x workloads x arms x legs x repeats, validated on load.
+
+A scenario file is the whole plan of a sweep. Nothing runs until every name in it resolves: an
+unknown key, a wrong type, an unknown leg, model or workload is one line naming the file and the
+key path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from harness import paths
+from harness.errors import InvalidFileError
+from harness.leg import known_legs
+from harness.yamlio import load_model
+
+Scalar = str | int | float | bool | None
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Model(_Strict):
+    name: str
+    # A local directory, a hub id (resolved by vLLM; there is no hub here), or the literal
+    # "tiny" for the harness's locally built tiny Llama.
+    path: str | None = None
+    # Real architecture config for dummy weights: the file is the model directory's config.json.
+    architecture: str | None = Field(None, description="path to a config.json, relative to the scenario")
+    tokenizer: str | None = None
+    tp: int = Field(1, ge=1)
+    dtype: str = "auto"
+    engine_args: dict[str, Scalar | list | dict] = Field(default_factory=dict)
+    workloads: list[str] | None = Field(None, description="default: every workload of the scenario")
+    modality: Literal["text", "multimodal", "audio"] = "text"
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "Model":
+        if (self.path is None) == (self.architecture is None):
+            raise ValueError("give exactly one of path or architecture")
+        return self
+
+
+class Workload(_Strict):
+    name: str
+    kind: Literal["throughput", "latency"]
+    modality: Literal["text", "image", "video", "audio"] = "text"
+    input_len: int = Field(gt=0)
+    output_len: int = Field(gt=0)
+    num_prompts: int = Field(1, gt=0, description="throughput: prompts submitted at once")
+    batch_size: int = Field(1, gt=0, description="latency: requests per timed batch")
+    iterations: int = Field(5, gt=0, description="latency: timed batches")
+    warmup_iterations: int = Field(1, ge=0)
+    seed: int = 0
+    description: str = ""
+
+    @property
+    def work(self) -> dict:
+        """The parts of a workload that define the work done; identical across legs by design."""
+        return self.model_dump(exclude={"description"})
+
+
+class Arm(_Strict):
+    name: str
+    description: str = ""
+    engine_args: dict[str, Scalar | list | dict] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    pins: list[str] = Field(default_factory=list)
+
+
+class Scenario(_Strict):
+    name: str
+    description: str = ""
+    series: str | None = Field(None, description="records' series tag; default: the scenario name")
+    legs: list[str] = Field(min_length=1)
+    models: list[Model] = Field(min_length=1)
+    workloads: list[Workload] = Field(min_length=1)
+    arms: list[Arm] = Field(default_factory=lambda: [Arm(name="default")])
+    repeats: int = Field(1, ge=1)
+    timeout_s: float = Field(1800, gt=0)
+    # Where the scenario's data is documented as reconstructed rather than known (e.g. the
+    # published study did not state its prompt lengths), say so here; reports print it.
+    notes: str = ""
+
+    @field_validator("legs")
+    @classmethod
+    def _known_legs(cls, legs: list[str], info: ValidationInfo) -> list[str]:
+        known = (info.context or {}).get("known_legs")
+        if known is not None:
+            for i, leg in enumerate(legs):
+                if leg not in known:
+                    raise ValueError(f"legs[{i}]: unknown leg {leg!r} (known: {', '.join(known)})")
+        return legs
+
+    @model_validator(mode="after")
+    def _names(self) -> "Scenario":
+        for what, items in (("models", self.models), ("workloads", self.workloads), ("arms", self.arms)):
+            seen: set[str] = set()
+            for item in items:
+                if item.name in seen:
+                    raise ValueError(f"{what}: duplicate name {item.name!r}")
+                seen.add(item.name)
+        wl = {w.name for w in self.workloads}
+        for i, m in enumerate(self.models):
+            for j, w in enumerate(m.workloads or []):
+                if w not in wl:
+                    raise ValueError(f"models[{i}].workloads[{j}]: unknown workload {w!r}")
+        return self
+
+    @property
+    def series_tag(self) -> str:
+        return self.series or self.name
+
+    def model(self, name: str) -> Model:
+        return next(m for m in self.models if m.name == name)
+
+    def workloads_for(self, model: Model) -> list[Workload]:
+        names = model.workloads
+        return [w for w in self.workloads if names is None or w.name in names]
+
+
+def scenario_path(name_or_path: str | Path) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    return paths.SCENARIOS / f"{name_or_path}.yaml"
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    path = scenario_path(name_or_path)
+    sc = load_model(Scenario, path, known_legs=known_legs())
+    for i, m in enumerate(sc.models):
+        if m.architecture and not (path.parent / m.architecture).exists():
+            raise InvalidFileError(path, f"models[{i}].architecture: no such file {m.architecture}")
+    return sc
+
+
+def architecture_path(scenario_file: Path, model: Model) -> Path | None:
+    return (scenario_file.parent / model.architecture).resolve() if model.architecture else None

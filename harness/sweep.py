@@ -1,0 +1,299 @@
+"""Sweeps: every (repeat, leg, model, workload, arm) of a scenario, strictly one run at a time.
+
+Repetition is the outer loop, so slow drift of the machine cannot line up with the version axis.
+All leg envs are resolved and built before the first measurement. Each invocation writes
+`sweeps/<invocation>.json` beside the runs, listing every run as measured or reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from harness import __version__, guard, leg as legmod, paths, record
+from harness.errors import UserError
+from harness.leg import LegEnv
+from harness.record import RunRecord
+from harness.run import RunSpec, execute, kill_orphans
+from harness.scenario import Scenario, load_scenario, scenario_path
+from harness.tinymodel import build_tiny_model, materialize_architecture
+
+console = Console(stderr=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepArgs:
+    scenario: str
+    results: Path = paths.RESULTS
+    study: str | None = None
+    legs: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    workloads: tuple[str, ...] = ()
+    arms: tuple[str, ...] = ()
+    repeats: int | None = None
+    resume: bool = False
+    retry_failed: bool = False
+    allow_dirty: bool = False
+    timeout_s: float | None = None
+    devices: str | None = None
+    dry_run: bool = False
+    offline: bool = False
+    executor: str = "local"
+    ray_address: str | None = None
+
+    @classmethod
+    def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
+        p.add_argument("scenario", help="scenario name (scenarios/NAME.yaml) or path")
+        p.add_argument("--results", type=Path, default=paths.RESULTS, help="results root (default: results/)")
+        p.add_argument("--study", help="study folder under the results root (default: the scenario name)")
+        for name in ("legs", "models", "workloads", "arms"):
+            p.add_argument(f"--{name[:-1]}", dest=name, action="append", default=[],
+                           help=f"only this {name[:-1]} (repeatable)")
+        p.add_argument("--repeats", type=int, help="override the scenario's repeats")
+        p.add_argument("--resume", action="store_true", help="reuse finished runs with identical fingerprints")
+        p.add_argument("--retry-failed", action="store_true", help="with --resume, re-measure failed runs")
+        p.add_argument("--allow-dirty", action="store_true", help="measure despite guard findings (recorded)")
+        p.add_argument("--timeout", dest="timeout_s", type=float, help="per-run timeout in seconds")
+        p.add_argument("--devices", help="CUDA_VISIBLE_DEVICES for every run")
+        p.add_argument("--dry-run", action="store_true", help="print the plan, measure nothing")
+        p.add_argument("--offline", action="store_true", help="resolve legs from uv's cache only")
+        p.add_argument("--executor", choices=["local", "ray"], default="local")
+        p.add_argument("--address", dest="ray_address", help="Ray cluster address (with --executor ray)")
+
+    @classmethod
+    def from_cli_args(cls, a: argparse.Namespace) -> "SweepArgs":
+        if a.repeats is not None and a.repeats < 1:
+            raise UserError("--repeats should be at least 1")
+        if a.timeout_s is not None and a.timeout_s <= 0:
+            raise UserError("--timeout should be positive")
+        return cls(scenario=a.scenario, results=a.results, study=a.study, legs=tuple(a.legs),
+                   models=tuple(a.models), workloads=tuple(a.workloads), arms=tuple(a.arms),
+                   repeats=a.repeats, resume=a.resume, retry_failed=a.retry_failed,
+                   allow_dirty=a.allow_dirty, timeout_s=a.timeout_s, devices=a.devices,
+                   dry_run=a.dry_run, offline=a.offline, executor=a.executor, ray_address=a.ray_address)
+
+
+@dataclass(kw_only=True)
+class PlannedRun:
+    index: int
+    spec: RunSpec
+    run_dir: Path
+    reuse: RunRecord | None = None
+    dirty: list[str] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class SweepResult:
+    invocation_id: str
+    study_dir: Path
+    records: list[RunRecord]
+    measured: int
+    reused: int
+    index_path: Path
+
+
+class Executor(Protocol):
+    def run_all(self, planned: list[PlannedRun], *, invocation_id: str, allow_dirty: bool,
+                on_done: Callable[[PlannedRun, RunRecord, bool], None]) -> None: ...
+
+
+def _pick(names: Iterable[str], wanted: tuple[str, ...], what: str, where: Path) -> list[str]:
+    names = list(names)
+    for w in wanted:
+        if w not in names:
+            raise UserError(f"{where}: no {what} named {w!r} (has: {', '.join(names)})")
+    return [n for n in names if not wanted or n in wanted]
+
+
+def model_source(sc_file: Path, model) -> tuple[str, str | None]:
+    """(path vLLM loads, load_format): the tiny model, dummy weights for an architecture, or as given."""
+    if model.path == "tiny":
+        return str(build_tiny_model()), None
+    if model.architecture:
+        return str(materialize_architecture(sc_file.parent / model.architecture)), "dummy"
+    p = Path(model.path).expanduser()
+    return (str(p.resolve()) if p.exists() else model.path), None
+
+
+def resolve_envs(sc: Scenario, leg_names: list[str], model_names: list[str], arm_names: list[str],
+                 *, offline: bool = False) -> dict[tuple[str, str, str], LegEnv]:
+    """One env per (leg, model, arm); pins make derived envs, which are shared when identical."""
+    envs: dict[tuple[str, str, str], LegEnv] = {}
+    cache: dict[tuple[str, tuple[str, ...]], LegEnv] = {}
+    for ln in leg_names:
+        spec = legmod.load_leg(ln)
+        for mn in model_names:
+            for an in arm_names:
+                arm = next(a for a in sc.arms if a.name == an)
+                pins = tuple(spec.model_pins.get(mn, [])) + tuple(arm.pins)
+                key = (ln, pins)
+                if key not in cache:
+                    cache[key] = legmod.resolve(spec, pins, offline=offline)
+                envs[(ln, mn, an)] = cache[key]
+    return envs
+
+
+def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
+    sc_file = scenario_path(args.scenario)
+    sc = load_scenario(sc_file)
+    legs = _pick(sc.legs, args.legs, "leg", sc_file)
+    models = _pick([m.name for m in sc.models], args.models, "model", sc_file)
+    arms = _pick([a.name for a in sc.arms], args.arms, "arm", sc_file)
+    wanted_wl = _pick([w.name for w in sc.workloads], args.workloads, "workload", sc_file)
+    study = args.study or sc.name
+    study_dir = args.results / study
+    envs = resolve_envs(sc, legs, models, arms, offline=args.offline)
+    sources = {m: model_source(sc_file, sc.model(m)) for m in models}
+    planned: list[PlannedRun] = []
+    for rep in range(1, (args.repeats or sc.repeats) + 1):
+        for ln in legs:
+            for mn in models:
+                m = sc.model(mn)
+                for wl in (w for w in sc.workloads_for(m) if w.name in wanted_wl):
+                    for an in arms:
+                        spec = RunSpec(study=study, series=sc.series_tag, leg_env=envs[(ln, mn, an)], model=m,
+                                       model_path=sources[mn][0], load_format=sources[mn][1], workload=wl,
+                                       arm=next(a for a in sc.arms if a.name == an), repeat=rep,
+                                       timeout_s=args.timeout_s or sc.timeout_s, devices=args.devices)
+                        planned.append(PlannedRun(index=len(planned) + 1, spec=spec,
+                                                  run_dir=study_dir / "runs" / spec.run_id))
+    if args.resume:
+        for p in planned:
+            p.reuse = _reusable(p, args.retry_failed)
+    return sc, study_dir, planned
+
+
+def _reusable(p: PlannedRun, retry_failed: bool) -> RunRecord | None:
+    path = p.run_dir / "results.json"
+    if not path.exists():
+        return None
+    try:
+        rec = record.read(path)
+    except Exception:  # noqa: BLE001 - a record we cannot read is simply measured again
+        return None
+    if rec.fingerprint != p.spec.fingerprint or rec.status == "timeout":
+        return None
+    if rec.status == "failed" and retry_failed:
+        return None
+    return rec
+
+
+def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str]) -> None:
+    path = study_dir / "study.yaml"
+    meta = yaml.safe_load(path.read_text()) if path.exists() else {}
+    meta.setdefault("name", study_dir.name)
+    meta.setdefault("title", sc.description or sc.name)
+    meta.setdefault("provenance", "measured")
+    meta.setdefault("main_series", sc.series_tag)
+    order = meta.setdefault("legs", [])
+    for ln in legs:
+        if ln not in [x["name"] for x in order]:
+            order.append({"name": ln, "label": legmod.load_leg(ln).label})
+    study_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(yaml.safe_dump(meta, sort_keys=False))
+    os.replace(tmp, path)
+
+
+class LocalExecutor:
+    """Runs on this node, one at a time; the GPU-busy guard is checked before every run."""
+
+    def run_all(self, planned, *, invocation_id, allow_dirty, on_done):
+        for p in planned:
+            if p.reuse is not None:
+                on_done(p, p.reuse, True)
+                continue
+            dirty = p.dirty + guard.check(guard.gpu_processes(), allow_dirty, "GPU already has processes")
+            rec = execute(p.spec, p.run_dir, invocation_id=invocation_id, dirty=dirty, allow_dirty=allow_dirty)
+            on_done(p, rec, False)
+
+
+def executor_for(args: SweepArgs) -> Executor:
+    if args.executor == "ray":
+        from harness.executor_ray import RayExecutor
+        return RayExecutor(address=args.ray_address)
+    return LocalExecutor()
+
+
+def sweep(args: SweepArgs, *, executor: Executor | None = None) -> SweepResult:
+    sc, study_dir, planned = plan(args)
+    if args.dry_run:
+        for p in planned:
+            console.print(f"{p.index:>4}  {'reuse' if p.reuse else 'run  '}  {p.spec.run_id}  "
+                          f"env={p.spec.leg_env.name}")
+        return SweepResult(invocation_id="dry-run", study_dir=study_dir, records=[], measured=0,
+                           reused=sum(p.reuse is not None for p in planned), index_path=Path())
+    invocation_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    executor = executor or executor_for(args)
+    with guard.node_lock() if args.executor == "local" else _null():
+        if args.executor == "local":
+            left = kill_orphans()
+            if left:
+                console.print(f"[yellow]killed {len(left)} process(es) left by an earlier, interrupted sweep")
+        envs = {p.spec.leg_env.root: p.spec.leg_env for p in planned if p.reuse is None}
+        for env in envs.values():
+            rep = legmod.ensure(env)
+            console.print(f"leg env {env.name}: {'reused' if rep.reused else 'built'} in {rep.seconds:.1f} s")
+            found = guard.check([f"{x['dist']} registers {x['group']}:{x['name']}"
+                                 for x in legmod.foreign_plugins(env)], args.allow_dirty,
+                                f"foreign vLLM plugins in {env.name}")
+            for p in planned:
+                if p.spec.leg_env.root == env.root:
+                    p.dirty = found
+        write_study_meta(study_dir, sc, list(dict.fromkeys(p.spec.leg_env.leg.name for p in planned)))
+        index_path = study_dir / "sweeps" / f"{invocation_id}.json"
+        index = {"invocation_id": invocation_id, "harness_version": __version__, "scenario": str(args.scenario),
+                 "args": {k: str(v) for k, v in vars(args).items()}, "started_at": record.now(),
+                 "finished_at": None, "planned": len(planned), "runs": []}
+        record.write_json_atomic(index_path, index)
+        records: list[RunRecord] = []
+        counts = {"measured": 0, "reused": 0}
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                      console=console, transient=False) as bar:
+            task = bar.add_task("sweep", total=len(planned))
+
+            def on_done(p: PlannedRun, rec: RunRecord, reused: bool) -> None:
+                records.append(rec)
+                counts["reused" if reused else "measured"] += 1
+                index["runs"].append({"run_id": p.spec.run_id, "fingerprint": p.spec.fingerprint,
+                                      "status": rec.status, "reused": reused,
+                                      "measured_by": rec.invocation_id, "attempt": rec.attempt})
+                record.write_json_atomic(index_path, index)
+                value = rec.metrics.throughput_tok_s or rec.metrics.ms_per_token
+                shown = f"{value:,.2f}" if value else (rec.failure.reason[:80] if rec.failure else "")
+                colour = {"ok": "green", "failed": "red", "timeout": "red"}[rec.status]
+                bar.console.print(f"[{colour}]{rec.status:7}[/] run {p.index}/{len(planned)} "
+                                  f"{p.spec.run_id} {'(reused) ' if reused else ''}{shown}")
+                bar.update(task, advance=1, description=f"run {p.index}/{len(planned)}")
+
+            executor.run_all(planned, invocation_id=invocation_id, allow_dirty=args.allow_dirty,
+                             on_done=on_done)
+        index["finished_at"] = record.now()
+        record.write_json_atomic(index_path, index)
+    return SweepResult(invocation_id=invocation_id, study_dir=study_dir, records=records,
+                       measured=counts["measured"], reused=counts["reused"], index_path=index_path)
+
+
+class _null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def last_invocation(study_dir: Path) -> dict | None:
+    files = sorted((study_dir / "sweeps").glob("*.json"))
+    return json.loads(files[-1].read_text()) if files else None

