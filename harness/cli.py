@@ -22,6 +22,38 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_crosscheck(a: argparse.Namespace) -> int:
+    from harness.crosscheck import crosscheck, crosscheck_md
+    from harness.sweep import SweepArgs
+
+    print(crosscheck_md(crosscheck(SweepArgs.from_cli_args(a))), end="")
+    return 0
+
+
+def cmd_tables(a: argparse.Namespace) -> int:
+    from harness.tables import write_study
+
+    canon, written = write_study(a.study_dir, a.out, allow_reused=a.allow_reused)
+    problems = canon.dataset.problems
+    print(f"{len(canon.dataset)} records, {len(canon.cells)} canonical cells, {len(canon.exclusions)} runs "
+          f"excluded, {len(problems)} files not usable; {len(written)} files under "
+          f"{a.out or a.study_dir / 'derived'}")
+    for p in problems:
+        print(f"warning: {p}", file=sys.stderr)
+    return 0
+
+
+def cmd_export(a: argparse.Namespace) -> int:
+    from harness.canonical import canonicalize
+    from harness.dataset import load
+    from harness.export import export
+
+    out = a.out or a.study_dir / "derived" / "export"
+    for path in export(canonicalize(load(a.study_dir), allow_reused=a.allow_reused), out):
+        print(path)
+    return 0
+
+
 def cmd_tiny_model(a: argparse.Namespace) -> int:
     from harness.tinymodel import build_tiny_model
 
@@ -56,6 +88,22 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sweep", help="measure a scenario, one run at a time")
     SweepArgs.add_cli_args(s)
     s.set_defaults(func=cmd_sweep)
+
+    s = sub.add_parser("crosscheck", help="harness vs vLLM's own throughput benchmark, same venv and scenario")
+    SweepArgs.add_cli_args(s)
+    s.set_defaults(func=cmd_crosscheck)
+
+    s = sub.add_parser("tables", help="CANONICAL.md, MANIFEST.md, tables/, compare/ and export/ from a study folder")
+    s.add_argument("study_dir", type=Path, help="study folder (results/<study>)")
+    s.add_argument("--out", type=Path, help="output folder (default: STUDY_DIR/derived)")
+    s.add_argument("--allow-reused", action="store_true", help="let runs reused by --resume be canonical")
+    s.set_defaults(func=cmd_tables)
+
+    s = sub.add_parser("export", help="the canonical runs as Parquet + CSV + data dictionary")
+    s.add_argument("study_dir", type=Path, help="study folder (results/<study>)")
+    s.add_argument("--out", type=Path, help="output folder (default: STUDY_DIR/derived/export)")
+    s.add_argument("--allow-reused", action="store_true", help="let runs reused by --resume be canonical")
+    s.set_defaults(func=cmd_export)
 
     s = sub.add_parser("tiny-model", help="build the tiny random-weight Llama (no hub)")
     s.add_argument("--dest", type=Path)

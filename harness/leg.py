@@ -62,6 +62,10 @@ class LegSpec(BaseModel):
         default_factory=dict, description="per-model pins on this leg; each makes a derived env")
     allowed_plugins: list[str] = Field(default_factory=list,
                                        description="distributions allowed to register vLLM plugins")
+    # A stack the machine image already provides (e.g. an offline GPU host): that interpreter plus
+    # PYTHONPATH entries, instead of a uv venv. Its compat id hashes what is installed there.
+    prebuilt_python: str | None = None
+    pythonpath: list[str] = Field(default_factory=list)
     # A leg that exists only as transcribed data (e.g. the B200 study's GPU legs) can be
     # described but not built here.
     buildable: bool = True
@@ -115,6 +119,8 @@ class LegEnv:
 
     @property
     def python(self) -> Path:
+        if self.leg.prebuilt_python:
+            return Path(shutil.which(expand(self.leg.prebuilt_python)) or expand(self.leg.prebuilt_python))
         return self.root / "bin" / "python"
 
     @property
@@ -124,8 +130,11 @@ class LegEnv:
     def environ(self, base: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ if base is None else base)
         env.pop("PYTHONPATH", None)
-        env["VIRTUAL_ENV"] = str(self.root)
-        env["PATH"] = f"{self.root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        if self.leg.prebuilt_python:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, map(expand, self.leg.pythonpath)))
+        else:
+            env["VIRTUAL_ENV"] = str(self.root)
+            env["PATH"] = f"{self.root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         env.setdefault("VLLM_CACHE_ROOT", str(paths.cache_dir() / "vllm"))
         env.setdefault("HF_HUB_OFFLINE", "1")
         env.setdefault("VLLM_NO_USAGE_STATS", "1")
@@ -168,8 +177,31 @@ def compat_id(python: str, lock: str) -> str:
     return h.hexdigest()[:12]
 
 
+_FREEZE = """
+import importlib.metadata as md
+print("\\n".join(sorted({f"{d.metadata['Name'].lower()}=={d.version}" for d in md.distributions()})))
+"""
+
+
+def _resolve_prebuilt(leg: LegSpec, pins: tuple[str, ...]) -> LegEnv:
+    if pins:
+        raise UserError(f"{leg_path(leg.name)}: leg {leg.name} is prebuilt; pins {list(pins)} cannot be applied")
+    probe = LegEnv(leg=leg, pins=(), lock="", compat_id="", root=Path("/"))
+    proc = subprocess.run([str(probe.python), "-c", _FREEZE], capture_output=True, text=True, env=probe.environ())
+    if proc.returncode:
+        raise LegEnvError(leg.name, "inspect prebuilt python", proc.returncode, proc.stderr)
+    lock = proc.stdout
+    want = f"{leg.vllm_dist}=={leg.vllm_version}"
+    if want not in lock.splitlines():
+        raise UserError(f"{leg_path(leg.name)}: prebuilt python {probe.python} does not have {want}")
+    cid = compat_id(leg.python, lock)
+    return LegEnv(leg=leg, pins=(), lock=lock, compat_id=cid, root=paths.legs_dir() / f"{leg.name}-{cid}")
+
+
 def resolve(leg: LegSpec, pins: tuple[str, ...] = (), *, offline: bool = False) -> LegEnv:
     """Resolve the leg's full stack with uv (fast, cached) and name its env by the result."""
+    if leg.prebuilt_python:
+        return _resolve_prebuilt(leg, pins)
     if not leg.buildable:
         raise UserError(f"{leg_path(leg.name)}: leg {leg.name} is described only (buildable: false)")
     work = paths.legs_dir() / ".resolve"
@@ -206,6 +238,8 @@ def ensure(env: LegEnv) -> BuildReport:
     """
     marker = env.root / "harness-leg.json"
     t0 = time.perf_counter()
+    if env.leg.prebuilt_python:
+        return BuildReport(env=env, reused=True, seconds=0.0)
     if marker.exists():
         return BuildReport(env=env, reused=True, seconds=time.perf_counter() - t0)
     if env.root.exists():

@@ -28,7 +28,8 @@ from harness.record import Failure, RunRecord, Timing, now, write
 from harness.scenario import Arm, Model, Workload
 
 WORKER = Path(__file__).resolve().parent / "worker" / "bench.py"
-RUN_ENV_TAG = "HARNESS_RUN_ID"  # set in every run's environment; finds orphans of a killed sweep
+RUN_ENV_TAG = "HARNESS_RUN_ID"  # set in every run's environment, with the node lock it ran under
+LOCK_ENV_TAG = "HARNESS_RUN_LOCK"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,6 +46,9 @@ class RunSpec:
     load_format: str | None = None
     devices: str | None = None          # CUDA_VISIBLE_DEVICES for this run
     extra_env: dict[str, str] = field(default_factory=dict)
+    # The script the leg's Python runs; the default measures with vLLM's offline API. Another
+    # script must write the same files (run.jsonl phases, manifest.json, worker.json).
+    worker: Path = WORKER
 
     @property
     def engine_args(self) -> dict[str, Any]:
@@ -175,19 +179,24 @@ def process_group(cmd: list[str], *, env: dict[str, str], log: Path, cwd: Path) 
             proc.wait(timeout=5)
 
 
-def orphans() -> list[int]:
-    """PIDs of runs left behind by a sweep that died (they carry RUN_ENV_TAG in their environment)."""
+def orphans(lock: Path | None = None) -> list[int]:
+    """PIDs of runs left behind by a sweep that died under `lock` (default: this node's lock).
+
+    Only runs tagged with the lock we now hold can be orphans: a run of a live sweep holds its own
+    lock, so it is never taken for one.
+    """
+    tag = f"{LOCK_ENV_TAG}={lock or paths.lock_path()}\0".encode()
     found = []
     me = os.getpid()
     for d in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError):
-            if int(d.name) != me and f"{RUN_ENV_TAG}=".encode() in (d / "environ").read_bytes():
+        with contextlib.suppress(OSError, ValueError):
+            if int(d.name) != me and tag in (d / "environ").read_bytes():
                 found.append(int(d.name))
     return found
 
 
-def kill_orphans() -> list[int]:
-    pids = orphans()
+def kill_orphans(lock: Path | None = None) -> list[int]:
+    pids = orphans(lock)
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
@@ -216,6 +225,7 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
     env = spec.leg_env.environ()
     env |= {k: v for k, v in spec.arm.env.items()} | spec.extra_env
     env[RUN_ENV_TAG] = spec.run_id
+    env[LOCK_ENV_TAG] = str(paths.lock_path())
     env["PYTHONUNBUFFERED"] = "1"
     if spec.devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = spec.devices
@@ -223,7 +233,7 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
     emit(run_dir, "spawn", leg=spec.leg_env.leg.name, compat_id=spec.leg_env.compat_id, run_id=spec.run_id)
     t0 = time.monotonic()
     status, exit_code, sig = "ok", None, None
-    with process_group([str(spec.leg_env.python), str(WORKER), str(run_dir / "spec.json")],
+    with process_group([str(spec.leg_env.python), str(spec.worker), str(run_dir / "spec.json")],
                        env=env, log=run_dir / "run.log", cwd=run_dir) as proc:
         try:
             rc = proc.wait(timeout=spec.timeout_s)
@@ -245,8 +255,10 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
         tbs = tracebacks(log)
         events = read_events(run_dir)
         phases = [e["phase"] for e in events if e.get("pid") != os.getpid()]
+        # A signal explains the end better than whatever the dying processes printed on the way.
         reason = (f"timed out after {spec.timeout_s:.0f} s" if status == "timeout"
-                  else failure_reason(tbs) or (f"killed by signal {sig}" if sig else f"exit code {exit_code}"))
+                  else f"killed by signal {sig} ({signal.Signals(sig).name})" if sig
+                  else failure_reason(tbs) or f"exit code {exit_code}")
         failure = Failure(exit_code=exit_code, signal=sig, reason=reason, traceback=tbs[-1] if tbs else "",
                           exceptions=[last_line(t) for t in tbs], phase=phases[-1] if phases else None)
     leg = spec.leg_env.leg

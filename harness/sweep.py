@@ -170,11 +170,11 @@ def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
                                                   run_dir=study_dir / "runs" / spec.run_id))
     if args.resume:
         for p in planned:
-            p.reuse = _reusable(p, args.retry_failed)
+            p.reuse = reusable(p, args.retry_failed)
     return sc, study_dir, planned
 
 
-def _reusable(p: PlannedRun, retry_failed: bool) -> RunRecord | None:
+def reusable(p: PlannedRun, retry_failed: bool) -> RunRecord | None:
     path = p.run_dir / "results.json"
     if not path.exists():
         return None
@@ -228,6 +228,12 @@ def executor_for(args: SweepArgs) -> Executor:
 
 def sweep(args: SweepArgs, *, executor: Executor | None = None) -> SweepResult:
     sc, study_dir, planned = plan(args)
+    return execute_plan(args, sc, study_dir, planned, executor=executor)
+
+
+def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[PlannedRun], *,
+                 executor: Executor | None = None) -> SweepResult:
+    """Build the envs, take the node lock, run the guards, then measure the plan in order."""
     if args.dry_run:
         for p in planned:
             console.print(f"{p.index:>4}  {'reuse' if p.reuse else 'run  '}  {p.spec.run_id}  "

@@ -1,0 +1,97 @@
+"""vLLM's own throughput benchmark (vllm.benchmarks.throughput), run as a harness run.
+
+Same spec, same files as bench.py, so the harness can set vLLM's number beside its own: same venv,
+model, engine arguments, prompt count and lengths (vLLM's random dataset draws its own token ids, so
+the prompts differ, the amount of work does not).
+Usage (by the harness, with the leg's Python): python vllm_bench.py SPEC.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import stack  # noqa: E402
+from bench import Events  # noqa: E402
+
+
+def _flags(engine_args: dict) -> list[str]:
+    out: list[str] = []
+    for key, value in engine_args.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif value is False or value is None:
+            continue
+        elif isinstance(value, (dict, list)):
+            out += [flag, json.dumps(value)]
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def _parser():
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:  # older vLLM
+        from vllm.utils import FlexibleArgumentParser
+    return FlexibleArgumentParser()
+
+
+def main(spec_path: str) -> int:
+    spec = json.loads(Path(spec_path).read_text())
+    run_dir = Path(spec["run_dir"])
+    ev = Events(run_dir / "run.jsonl")
+    wl = spec["workload"]
+    if wl["kind"] != "throughput":
+        raise SystemExit(f"vLLM's throughput benchmark measures throughput workloads, not {wl['kind']}")
+    ev("worker_start", python=sys.executable)
+    manifest = stack.capture(import_torch=True)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    from vllm.benchmarks.throughput import add_cli_args
+    from vllm.benchmarks.throughput import main as bench_main
+
+    ev("env_ready", vllm=manifest.get("vllm"))
+    out_json = run_dir / "vllm_bench.json"
+    engine_args = dict(spec["engine_args"])
+    engine_args.setdefault("seed", wl["seed"])
+    if spec.get("dtype") and spec["dtype"] != "auto":
+        engine_args["dtype"] = spec["dtype"]
+    if spec.get("tokenizer"):
+        engine_args["tokenizer"] = spec["tokenizer"]
+    argv = ["--model", spec["model_path"], "--dataset-name", "random",
+            "--random-input-len", str(wl["input_len"]), "--random-output-len", str(wl["output_len"]),
+            "--random-range-ratio", "0.0", "--num-prompts", str(wl["num_prompts"]),
+            "--tensor-parallel-size", str(spec["tp"]), "--output-json", str(out_json),
+            *_flags(engine_args)]
+    parser = _parser()
+    add_cli_args(parser)
+    args = parser.parse_args(argv)
+    ev("timed_start", argv=argv)  # vLLM's benchmark times its own region; this brackets the whole call
+    t0 = time.perf_counter()
+    bench_main(args)
+    whole_s = time.perf_counter() - t0
+    ev("timed_end", seconds=whole_s)
+    res = json.loads(out_json.read_text())
+    elapsed = res["elapsed_time"]
+    total = res["total_num_tokens"]
+    out_tokens = wl["num_prompts"] * wl["output_len"]
+    result = {
+        "metrics": {"throughput_tok_s": res["tokens_per_second"], "total_tok_s": res["tokens_per_second"],
+                    "output_tok_s": out_tokens / elapsed, "requests_per_s": res["requests_per_second"]},
+        "work": {"num_seqs": res["num_requests"], "prompt_tokens": total - out_tokens,
+                 "output_tokens": out_tokens, "seed": wl["seed"]},
+        "timing": {"timed_s": elapsed, "engine_init_s": whole_s - elapsed},
+    }
+    tmp = run_dir / "worker.json.tmp"
+    tmp.write_text(json.dumps(result, indent=2))
+    os.replace(tmp, run_dir / "worker.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
