@@ -1,0 +1,303 @@
+"""A study folder as one tidy table: every `results.json` under it, one row per record.
+
+`load(study_dir)` never stops at a bad file. A truncated or corrupt record, a too-new
+schema_version, a record that does not validate: reported in `Dataset.problems` by path and left
+out; the rest loads. Older schema versions are migrated by `record.migrate`. A failed run's
+`run.log` is read for failure attribution; a log that is not UTF-8 is reported and left out of it
+(the record itself still loads, attributed from what the record holds).
+
+Records are read with `json` and validated with `RunRecord.model_validate`; nothing else is parsed,
+so ten thousand records load in a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from pydantic import ValidationError
+
+from harness import record
+from harness.errors import InvalidFileError, UserError
+from harness.record import RunRecord
+from harness.yamlio import describe
+
+# The columns of `Dataset.records`, in order. `harness.export` describes the canonical subset.
+COLUMNS: tuple[str, ...] = (
+    "study", "provenance", "series", "leg", "leg_label", "model", "tp", "workload", "kind", "arm",
+    "repeat", "attempt", "status", "throughput_tok_s", "output_tok_s", "ms_per_token",
+    "samples_ms_per_token", "num_seqs", "prompt_tokens", "output_tokens", "invocation_id",
+    "reused", "reused_by", "allow_dirty", "dirty", "failure_reason", "failure_signature",
+    "failure_error", "failure_detail", "failure_phase", "vllm", "torch", "torch_cuda",
+    "transformers", "cutlass", "device", "host", "compat_id", "pins", "fingerprint", "run_id",
+    "source_document", "source_table", "source_note", "started_at", "run_dir",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LegMeta:
+    name: str
+    label: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyMeta:
+    """`study.yaml`: the study's name, leg order and labels, and optional row orders."""
+
+    name: str
+    title: str = ""
+    provenance: str = "measured"
+    main_series: str = "main"
+    legs: tuple[LegMeta, ...] = ()
+    model_order: tuple[str, ...] = ()
+    workload_order: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def label(self, leg: str) -> str:
+        return next((x.label for x in self.legs if x.name == leg), leg)
+
+    @property
+    def leg_names(self) -> tuple[str, ...]:
+        return tuple(x.name for x in self.legs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Problem:
+    path: Path
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.what}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dataset:
+    """What `load` found. `records` has the columns in COLUMNS, one row per loaded record."""
+
+    root: Path
+    study: StudyMeta
+    records: pd.DataFrame
+    problems: tuple[Problem, ...]
+    # Row order of the sweeps that measured the study (scenario order), used when study.yaml
+    # gives no model/workload order.
+    sweep_order: tuple[tuple[str, str], ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+def _study_meta(root: Path) -> dict[str, Any]:
+    path = root / "study.yaml"
+    if not path.exists():
+        return {}
+    try:
+        meta = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise InvalidFileError(path, f"cannot read: {str(e).splitlines()[0]}") from None
+    if not isinstance(meta, dict):
+        raise InvalidFileError(path, "expected a mapping at the top level")
+    return meta
+
+
+def _legs_from(meta: dict[str, Any], path: Path) -> tuple[LegMeta, ...]:
+    legs = meta.get("legs") or []
+    if not isinstance(legs, list):
+        raise InvalidFileError(path, "legs: expected a list of {name, label}")
+    out = []
+    for i, x in enumerate(legs):
+        if isinstance(x, str):
+            out.append(LegMeta(name=x, label=x))
+        elif isinstance(x, dict) and "name" in x:
+            out.append(LegMeta(name=str(x["name"]), label=str(x.get("label", x["name"]))))
+        else:
+            raise InvalidFileError(path, f"legs[{i}]: expected {{name, label}}")
+    return tuple(out)
+
+
+def _str_list(meta: dict[str, Any], key: str, path: Path) -> tuple[str, ...]:
+    v = meta.get(key) or []
+    if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+        raise InvalidFileError(path, f"{key}: expected a list of names")
+    return tuple(v)
+
+
+def _sweep_index(root: Path, problems: list[Problem]) -> tuple[dict[str, tuple[str, bool]], list[tuple[str, str]]]:
+    """run_id -> (invocation, reused) from the latest sweep index that lists the run.
+
+    Sweep index names start with a sortable timestamp, so name order is time order.
+    """
+    latest: dict[str, tuple[str, bool]] = {}
+    order: list[str] = []
+    sweeps = root / "sweeps"
+    if not sweeps.is_dir():
+        return latest, []
+    for path in sorted(sweeps.glob("*.json")):
+        try:
+            idx = json.loads(path.read_text(encoding="utf-8"))
+            runs = idx["runs"]
+            inv = str(idx.get("invocation_id", path.stem))
+            for r in runs:
+                latest[str(r["run_id"])] = (inv, bool(r.get("reused", False)))
+                order.append(str(r["run_id"]))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+            problems.append(Problem(path=path, what=f"sweep index unreadable ({type(e).__name__}: {e}); ignored"))
+    # run_id = series/leg/model/workload/arm/rK: keep (model, workload) in first-seen order.
+    pairs: list[tuple[str, str]] = []
+    for rid in order:
+        parts = rid.split("/")
+        if len(parts) >= 4 and (parts[2], parts[3]) not in pairs:
+            pairs.append((parts[2], parts[3]))
+    return latest, pairs
+
+
+def _result_files(root: Path) -> list[Path]:
+    base = root / "runs" if (root / "runs").is_dir() else root
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames.sort()
+        if "results.json" in filenames:
+            found.append(Path(dirpath) / "results.json")
+    return found
+
+
+def _read_log(run_dir: Path, problems: list[Problem]) -> str | None:
+    path = run_dir / "run.log"
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        problems.append(Problem(path=path, what=f"unreadable ({e.strerror}); left out of failure attribution"))
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        problems.append(Problem(path=path, what=f"not UTF-8 (byte {e.start}); log left out of failure "
+                                                f"attribution, record loaded"))
+        return None
+
+
+def _kind(rec: RunRecord) -> str | None:
+    k = rec.workload_spec.get("kind")
+    if isinstance(k, str):
+        return k
+    if rec.metrics.throughput_tok_s is not None:
+        return "throughput"
+    if rec.metrics.ms_per_token is not None:
+        return "latency"
+    return None
+
+
+def _row(rec: RunRecord, run_dir: Path, reuse: tuple[str, bool] | None, log: str | None) -> dict[str, Any]:
+    from harness.failure import attribute
+
+    m = rec.manifest
+    att = attribute(rec, log) if rec.status != "ok" else None
+    return {
+        "study": rec.study, "provenance": rec.provenance, "series": rec.series, "leg": rec.leg,
+        "leg_label": rec.leg_label, "model": rec.model, "tp": rec.tp, "workload": rec.workload,
+        "kind": _kind(rec), "arm": rec.arm, "repeat": rec.repeat, "attempt": rec.attempt,
+        "status": rec.status, "throughput_tok_s": rec.metrics.throughput_tok_s,
+        "output_tok_s": rec.metrics.output_tok_s, "ms_per_token": rec.metrics.ms_per_token,
+        "samples_ms_per_token": tuple(rec.metrics.samples_ms_per_token),
+        "num_seqs": rec.work.num_seqs, "prompt_tokens": rec.work.prompt_tokens,
+        "output_tokens": rec.work.output_tokens, "invocation_id": rec.invocation_id,
+        "reused": None if reuse is None else reuse[1], "reused_by": None if reuse is None else reuse[0],
+        "allow_dirty": rec.allow_dirty, "dirty": tuple(rec.dirty),
+        "failure_reason": rec.failure.reason if rec.failure else None,
+        "failure_signature": att.signature if att else None,
+        "failure_error": att.error if att else None,
+        "failure_detail": att.detail if att else None,
+        "failure_phase": rec.failure.phase if rec.failure else None,
+        "vllm": m.get("vllm"), "torch": m.get("torch"), "torch_cuda": m.get("torch_cuda"),
+        "transformers": m.get("transformers"), "cutlass": m.get("nvidia_cutlass_dsl"),
+        "device": m.get("device"), "host": m.get("host") or rec.node, "compat_id": rec.compat_id,
+        "pins": tuple(rec.pins), "fingerprint": rec.fingerprint, "run_id": rec.run_id,
+        "source_document": rec.source.document if rec.source else None,
+        "source_table": rec.source.table if rec.source else None,
+        "source_note": rec.source.note if rec.source else None,
+        "started_at": rec.started_at, "run_dir": str(run_dir),
+    }
+
+
+def read_record(path: Path) -> RunRecord:
+    """One results.json, migrated and validated; UserError (one line) when it cannot be used."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise InvalidFileError(path, f"unreadable ({e.strerror})") from None
+    if not raw.strip():
+        raise InvalidFileError(path, "empty file")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise InvalidFileError(path, f"not UTF-8 (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        # A record is written whole or not at all (atomic rename), so an unclosed one was cut short
+        # by something else: a copy, a full disk, an archive.
+        text = raw.rstrip()
+        cut = e.pos >= len(text) - 1 or not text.endswith((b"}", b"]")) or e.msg.startswith("Unterminated")
+        what = "truncated JSON" if cut else "corrupt JSON"
+        raise InvalidFileError(path, f"{what} (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    if not isinstance(data, dict):
+        raise InvalidFileError(path, "not a JSON object")
+    try:
+        data = record.migrate(data, path)   # UserError, naming the path, for a too-new version
+        return RunRecord.model_validate(data)
+    except ValidationError as e:
+        raise InvalidFileError(path, f"not a valid run record: {describe(e)}") from None
+    except (KeyError, TypeError, ValueError) as e:
+        raise InvalidFileError(path, f"cannot migrate ({type(e).__name__}: {e})") from None
+
+
+def load(study_dir: Path | str) -> Dataset:
+    """Every results.json under `study_dir` (a folder holding study.yaml and runs/)."""
+    root = Path(study_dir)
+    if not root.is_dir():
+        raise UserError(f"{root}: no such study folder")
+    if not (root / "study.yaml").exists() and not (root / "runs").is_dir():
+        raise UserError(f"{root}: not a study folder (neither study.yaml nor runs/ in it)")
+    problems: list[Problem] = []
+    meta = _study_meta(root)
+    reuse, sweep_pairs = _sweep_index(root, problems)
+    rows: list[dict[str, Any]] = []
+    for path in _result_files(root):
+        try:
+            rec = read_record(path)
+        except UserError as e:
+            problems.append(Problem(path=path, what=str(e).removeprefix(f"{path}: ")))
+            continue
+        log = _read_log(path.parent, problems) if rec.status != "ok" else None
+        rows.append(_row(rec, path.parent.relative_to(root), reuse.get(rec.run_id), log))
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    df = _fill_kind(df)
+    yaml_path = root / "study.yaml"
+    legs = _legs_from(meta, yaml_path)
+    if not legs and len(df):
+        # No study.yaml leg order: the order legs first appear in, labelled as their records say.
+        first = df.drop_duplicates("leg")
+        legs = tuple(LegMeta(name=r.leg, label=r.leg_label) for r in first.itertuples())
+    study = StudyMeta(
+        name=str(meta.get("name", root.name)), title=str(meta.get("title", "")),
+        provenance=str(meta.get("provenance", "measured")),
+        main_series=str(meta.get("main_series", "main")), legs=legs,
+        model_order=_str_list(meta, "model_order", yaml_path),
+        workload_order=_str_list(meta, "workload_order", yaml_path),
+        extra={k: v for k, v in meta.items() if k not in {"name", "title", "provenance", "main_series", "legs",
+                                                           "model_order", "workload_order"}},
+    )
+    return Dataset(root=root, study=study, records=df, problems=tuple(problems), sweep_order=tuple(sweep_pairs))
+
+
+def _fill_kind(df: pd.DataFrame) -> pd.DataFrame:
+    """A failed run records no metric; its workload's kind is the one other records of it show."""
+    if df.empty or not df["kind"].isna().any():
+        return df
+    known = df.dropna(subset=["kind"]).drop_duplicates("workload").set_index("workload")["kind"]
+    df["kind"] = df["kind"].fillna(df["workload"].map(known))
+    return df

@@ -1,0 +1,339 @@
+"""The study's tables, generated from the canonical runs; nothing in them is typed by hand.
+
+Each table is a `Table`: `data` (numbers, for CSV/Parquet and notebooks) and `display` (the strings
+the study prints: "21,943" tok/s, "3.82" ms/tok, "1.01x" ratios, "—" for missing, model names in
+backticks). Ratios come from `harness.stats.ratio` on the canonical samples: with repeats on both
+sides they carry a bootstrap 95% interval and a verdict, otherwise they are labelled single pass.
+
+Row order: study.yaml's `model_order` / `workload_order` where given, then the order the study's
+sweeps ran them (the scenario's order), then alphabetical.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+import pandas as pd
+
+from harness.canonical import Canonical, provenance_note
+from harness.dataset import Dataset
+from harness.errors import UserError
+from harness.stats import Ratio, ratio
+
+MISSING = "—"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Table:
+    name: str
+    title: str
+    data: pd.DataFrame        # numbers; one row per display row
+    display: pd.DataFrame     # the printed strings
+    notes: tuple[str, ...] = ()
+
+    def markdown(self, *, heading: bool = True) -> str:
+        out = [f"### {self.title}", ""] if heading else []
+        out.append(markdown_table(self.display))
+        if self.notes:
+            out += [""] + [f"_{n}_" for n in self.notes]
+        return "\n".join(out) + "\n"
+
+
+# --- formatting ----------------------------------------------------------------------------------
+
+def fmt_tok_s(v: float | None) -> str:
+    return MISSING if v is None or pd.isna(v) else f"{v:,.0f}"
+
+
+def fmt_ms(v: float | None) -> str:
+    return MISSING if v is None or pd.isna(v) else f"{v:.2f}"
+
+
+def fmt_ratio(r: Ratio) -> str:
+    return MISSING if r.value is None else f"{r.value:.2f}x"
+
+
+def fmt_ci(r: Ratio) -> str:
+    return f"[{r.low:.2f}, {r.high:.2f}]" if r.low is not None and r.high is not None else ""
+
+
+def fmt_verdict(r: Ratio) -> str:
+    return MISSING if r.verdict == "missing" else r.verdict
+
+
+def ticked(name: str) -> str:
+    return f"`{name}`"
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    """A GitHub pipe table of `df` as strings."""
+    def cell(v: object) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+    head = "| " + " | ".join(cell(c) for c in df.columns) + " |"
+    rule = "|" + "|".join("---" for _ in df.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
+def short_labels(labels: list[str]) -> dict[str, str]:
+    """Ratio-column labels: the leg labels without their common dotted prefix ("0.18" -> "18")."""
+    if len(labels) < 2:
+        return {x: x for x in labels}
+    prefix = os.path.commonprefix(labels)
+    cut = prefix.rfind(".") + 1
+    if cut and all(len(x) > cut for x in labels):
+        return {x: x[cut:] for x in labels}
+    return {x: x for x in labels}
+
+
+# --- order ---------------------------------------------------------------------------------------
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def model_order(ds: Dataset) -> list[str]:
+    """Every model of the dataset in table order."""
+    models = list(dict.fromkeys(ds.records["model"])) if len(ds.records) else []
+    by_safe = {_safe(m): m for m in models}
+    order = [m for m in ds.study.model_order if m in models]
+    order += [by_safe[m] for m, _ in ds.sweep_order if m in by_safe and by_safe[m] not in order]
+    order += sorted(m for m in models if m not in order)
+    return list(dict.fromkeys(order))
+
+
+def row_key(ds: Dataset) -> Callable[[str, str], tuple]:
+    """Sort key of a (model, workload) row."""
+    models = {m: i for i, m in enumerate(model_order(ds))}
+    wl_study = {w: i for i, w in enumerate(ds.study.workload_order)}
+    pairs = {(p[0], p[1]): i for i, p in enumerate(ds.sweep_order)}
+
+    def key(model: str, workload: str) -> tuple:
+        return (models.get(model, len(models)), model, wl_study.get(workload, len(wl_study)),
+                pairs.get((_safe(model), workload), len(pairs)), workload)
+    return key
+
+
+def order_frame(canon: Canonical, df: pd.DataFrame) -> pd.DataFrame:
+    """`df` (with model, workload and optionally leg columns) in table order."""
+    if df.empty:
+        return df
+    key = row_key(canon.dataset)
+    legs = {n: i for i, n in enumerate(canon.study.leg_names)}
+    k = [key(m, w) + ((legs.get(lg, len(legs)),) if "leg" in df.columns else ())
+         for m, w, lg in zip(df["model"], df["workload"], df["leg"] if "leg" in df.columns else df["model"])]
+    return df.iloc[sorted(range(len(df)), key=lambda i: k[i])].reset_index(drop=True)
+
+
+# --- the tables ----------------------------------------------------------------------------------
+
+def _legs(canon: Canonical) -> list[tuple[str, str]]:
+    """(name, label) of every leg in study order, including legs only the records name."""
+    legs = [(x.name, x.label) for x in canon.study.legs]
+    seen = {n for n, _ in legs}
+    for r in canon.expected.drop_duplicates("leg").itertuples():
+        if r.leg not in seen:
+            legs.append((r.leg, canon.study.label(r.leg)))
+            seen.add(r.leg)
+    return legs
+
+
+def _ratio_label(kind: str, old: str, new: str, short: dict[str, str]) -> str:
+    return f"{short[new]}/{short[old]}" if kind == "throughput" else f"{short[old]}→{short[new]}"
+
+
+def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name: str, title: str) -> Table:
+    fmt = fmt_tok_s if kind == "throughput" else fmt_ms
+    all_labels = [lb for _, lb in _legs(canon)]
+    short = short_labels(all_labels)
+    exp = canon.expected[canon.expected["kind"] == kind]
+    rows = order_frame(canon, exp.drop_duplicates(["model", "workload"])[["model", "workload", "tp"]])
+    # Plain dict lookups: a table is built per leg pair, and frames are slow to index cell by cell.
+    cells = {(c["leg"], c["model"], c["workload"]): c for c in canon.cells.to_dict("records")}
+    pairs = list(zip(legs, legs[1:]))
+    data_rows, disp_rows, any_ci = [], [], False
+    ratios_all: list[list[Ratio]] = []
+    for r in rows.to_dict("records"):
+        model, workload = r["model"], r["workload"]
+        d: dict[str, object] = {"model": model, "tp": int(r["tp"]), "workload": workload}
+        s: dict[str, object] = {"model": ticked(model), "tp": str(d["tp"]), "workload": workload}
+        samples: dict[str, tuple[float, ...]] = {}
+        for leg, label in legs:
+            c = cells.get((leg, model, workload))
+            samples[leg] = tuple(c["samples"]) if c is not None else ()
+            d[label] = float(c["value"]) if c is not None else None
+            d[f"{label} n"] = int(c["n"]) if c is not None else 0
+            s[label] = fmt(d[label])
+        rs = []
+        for (old, old_lb), (new, new_lb) in pairs:
+            lab = _ratio_label(kind, old_lb, new_lb, short)
+            rt = ratio(samples[old], samples[new], higher_is_better=(kind == "throughput"))
+            rs.append(rt)
+            any_ci |= rt.low is not None
+            d[lab], d[f"{lab} low"], d[f"{lab} high"], d[f"{lab} verdict"] = rt.value, rt.low, rt.high, rt.verdict
+            s[lab] = fmt_ratio(rt)
+        ratios_all.append(rs)
+        data_rows.append(d)
+        disp_rows.append(s)
+    display = pd.DataFrame(disp_rows, columns=["model", "tp", "workload", *[lb for _, lb in legs],
+                                               *[_ratio_label(kind, a[1], b[1], short) for a, b in pairs]])
+    if any_ci:
+        for j, (a, b) in enumerate(pairs):
+            lab = _ratio_label(kind, a[1], b[1], short)
+            display[f"{lab} 95% CI"] = [fmt_ci(rs[j]) for rs in ratios_all]
+            display[f"{lab} verdict"] = [fmt_verdict(rs[j]) for rs in ratios_all]
+    notes = [n for n in (provenance_note(canon),) if n]
+    flat = [rt for rs in ratios_all for rt in rs if rt.value is not None]
+    if flat and not any_ci:
+        notes.append("Every ratio is a single pass: one timed run per side, so no confidence interval.")
+    elif any_ci:
+        notes.append("Ratios are ratios of medians; 95% CI: percentile bootstrap over the repeats of each side. "
+                     "\"single pass\": a side has one run, no interval.")
+    if kind == "throughput":
+        notes.append("Ratios new/old: above 1.00x the newer leg is faster.")
+    else:
+        notes.append("Ratios old/new: above 1.00x the newer leg is faster.")
+    return Table(name=name, title=title, data=pd.DataFrame(data_rows), display=display, notes=tuple(notes))
+
+
+def throughput(canon: Canonical) -> Table:
+    """Total tok/s per (model, workload), one column per leg, ratios between consecutive legs."""
+    return _metric_table(canon, "throughput", _legs(canon), "throughput", "Throughput (tok/s, higher is better)")
+
+
+def latency(canon: Canonical) -> Table:
+    """ms per output token per (model, workload), ratios old/new between consecutive legs."""
+    return _metric_table(canon, "latency", _legs(canon), "latency", "Latency (ms/tok, lower is better)")
+
+
+def _leg(canon: Canonical, name_or_label: str) -> tuple[str, str]:
+    for name, label in _legs(canon):
+        if name_or_label in (name, label):
+            return name, label
+    raise UserError(f"no leg {name_or_label!r} in study {canon.study.name} "
+                    f"(has: {', '.join(n for n, _ in _legs(canon))})")
+
+
+def compare(canon: Canonical, leg_a: str, leg_b: str) -> tuple[Table, Table]:
+    """Any two legs (names or labels), A as the old side: (throughput, latency) tables."""
+    a, b = _leg(canon, leg_a), _leg(canon, leg_b)
+    if a == b:
+        raise UserError(f"compare: {leg_a!r} and {leg_b!r} are the same leg")
+    return (_metric_table(canon, "throughput", [a, b], f"compare-throughput",
+                          f"Throughput, {a[1]} vs {b[1]} (tok/s, higher is better)"),
+            _metric_table(canon, "latency", [a, b], f"compare-latency",
+                          f"Latency, {a[1]} vs {b[1]} (ms/tok, lower is better)"))
+
+
+def coverage(canon: Canonical) -> Table:
+    """Per leg: models with a canonical measurement for every workload they have, and the others."""
+    order = {m: i for i, m in enumerate(model_order(canon.dataset))}
+    exp = canon.expected
+    wanted = exp.groupby("model")["workload"].agg(set)
+    models = sorted(wanted.index, key=lambda m: (order.get(m, len(order)), m))
+    have = canon.cells.groupby(["leg", "model"])["workload"].agg(set) if len(canon.cells) else pd.Series(dtype=object)
+    runs = canon.dataset.records
+    runs = runs[(runs["series"] == canon.series) & (runs["arm"] == canon.arm)]
+    data, disp, any_excluded = [], [], False
+    for leg, label in _legs(canon):
+        passing = [m for m in models if (leg, m) in have.index and wanted[m] <= have[(leg, m)]]
+        missing = [m for m in models if m not in passing]
+        ran = runs[runs["leg"] == leg]
+        failed_models = set(ran.loc[ran["status"] != "ok", "model"])
+        failing = [m for m in missing if m in failed_models]
+        excluded = [m for m in missing if m not in failed_models]
+        any_excluded |= bool(excluded)
+        data.append({"leg": leg, "label": label, "passing": len(passing), "models": len(models),
+                     "failing": ", ".join(failing), "not canonical for other reasons": ", ".join(excluded)})
+        disp.append({"leg": leg, "passing": f"{len(passing)}/{len(models)}",
+                     "failing": ", ".join(map(ticked, failing)) or MISSING,
+                     "not canonical for other reasons": ", ".join(map(ticked, excluded)) or MISSING})
+    display = pd.DataFrame(disp)
+    if not any_excluded:
+        display = display.drop(columns=["not canonical for other reasons"])
+    notes = ("A model passes on a leg when every workload it has in the series has a canonical measurement "
+             "there; see CANONICAL.md for why anything else is missing.",)
+    return Table(name="coverage", title="Coverage", data=pd.DataFrame(data), display=display,
+                 notes=tuple(n for n in (provenance_note(canon), *notes) if n))
+
+
+# --- files ---------------------------------------------------------------------------------------
+
+def _write_table(t: Table, stem: Path) -> list[Path]:
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    md, csv, pq = (stem.parent / f"{stem.name}{ext}" for ext in (".md", ".csv", ".parquet"))
+    md.write_text(t.markdown(), encoding="utf-8")
+    t.data.to_csv(csv, index=False)
+    t.data.to_parquet(pq, index=False)
+    return [md, csv, pq]
+
+
+def write_tables(canon: Canonical, out_dir: Path) -> list[Path]:
+    """tables/{coverage,throughput,latency}.{md,csv,parquet} and compare/<a>_vs_<b>.{md,csv} for
+    every pair of legs (older first), under `out_dir`. Built in a scratch folder first, so a
+    failure leaves nothing half-written."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".tables-", dir=out_dir))
+    try:
+        for t in (coverage(canon), throughput(canon), latency(canon)):
+            _write_table(t, scratch / "tables" / t.name)
+        for (a, la), (b, lb) in combinations(_legs(canon), 2):
+            tp, lt = compare(canon, a, b)
+            folder = scratch / "compare"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{a}_vs_{b}.md").write_text(f"## {la} vs {lb}\n\n{tp.markdown()}\n{lt.markdown()}",
+                                                  encoding="utf-8")
+            pd.concat([tp.data.assign(metric="throughput_tok_s"), lt.data.assign(metric="ms_per_token")]
+                      ).to_csv(folder / f"{a}_vs_{b}.csv", index=False)
+        return _move_into(scratch, out_dir)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _move_into(scratch: Path, out_dir: Path) -> list[Path]:
+    written = []
+    for src in sorted(p for p in scratch.rglob("*") if p.is_file()):
+        dst = out_dir / src.relative_to(scratch)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dst)
+        written.append(dst)
+    return written
+
+
+def write_study(study_dir: Path, out_dir: Path | None = None, *, allow_reused: bool = False) -> tuple[Canonical, list[Path]]:
+    """Everything derived from a study folder: CANONICAL.md, MANIFEST.md, tables/ (with the failure
+    attribution), compare/ and export/, under `out_dir` (default: `<study_dir>/derived`)."""
+    from harness.canonical import canonical_md, canonicalize
+    from harness.dataset import load
+    from harness.export import export
+    from harness.failure import failure_table
+    from harness.manifest import manifest_md
+
+    study_dir = Path(study_dir)
+    out_dir = Path(out_dir) if out_dir is not None else study_dir / "derived"
+    ds = load(study_dir)
+    canon = canonicalize(ds, allow_reused=allow_reused)
+    # Build every text before writing any file: an error leaves nothing half-written.
+    texts = {"CANONICAL.md": canonical_md(canon), "MANIFEST.md": manifest_md(canon)}
+    fail = failure_table(ds)
+    fail_t = Table(name="failures", title="Failure attribution", data=fail, display=fail.drop(columns=["group"]),
+                   notes=("Built from the records: per leg, the models with no passing run in the main "
+                          "series or passing only under a pin, grouped by failure signature (harness.failure).",))
+    written = write_tables(canon, out_dir)
+    written += _write_table(fail_t, out_dir / "tables" / "failures")
+    for name, text in texts.items():
+        path = out_dir / name
+        tmp = path.with_name(f".{name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+        written.append(path)
+    written += export(canon, out_dir / "export")
+    return canon, written
