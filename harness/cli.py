@@ -78,6 +78,30 @@ def cmd_legs(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bisect(a: argparse.Namespace) -> int:
+    from harness.bisect import BisectArgs, bisect, bisect_section_md
+
+    rec, path = bisect(BisectArgs.from_cli_args(a))
+    if path is None:
+        print(rec.conclusion.text)
+        return 0
+    print(bisect_section_md(rec))
+    print(f"bisect record {path}")
+    return 0
+
+
+def cmd_window(a: argparse.Namespace) -> int:
+    from harness.window import WindowArgs, window, window_section_md
+
+    rec, path = window(WindowArgs(package=a.package, probe=a.probe, leg=a.leg, releases=tuple(a.releases),
+                                  limit=a.limit, below=a.below, include_pre=a.include_pre, timeout_s=a.timeout_s,
+                                  index=a.index, offline=a.offline, keep_envs=a.keep_envs, results=a.results,
+                                  lock_wait_s=a.lock_wait_s))
+    print(window_section_md(rec))
+    print(f"window record {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from harness.sweep import SweepArgs
 
@@ -115,6 +139,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--build", action="store_true")
     s.add_argument("--offline", action="store_true")
     s.set_defaults(func=cmd_legs)
+
+    s = sub.add_parser("bisect", help="find the first release between two legs whose metric differs")
+    from harness.bisect import BisectArgs
+    BisectArgs.add_cli_args(s)
+    s.set_defaults(func=cmd_bisect)
+
+    s = sub.add_parser("window", help="probe releases of a dependency in scratch envs of a leg")
+    s.add_argument("package")
+    s.add_argument("--probe", required=True,
+                   help="Python code run by each scratch env's python; exit 0 means it works "
+                        "(HARNESS_TINY_MODEL holds the tiny model's path if the code names it)")
+    s.add_argument("--leg", help="leg whose lock and declared range are used (default: the newest buildable)")
+    s.add_argument("--release", dest="releases", action="append", default=[], help="test this release (repeatable)")
+    s.add_argument("--limit", type=int, default=8, help="releases to test when none are named (default 8)")
+    s.add_argument("--below", type=int, default=2, help="releases under the declared range to include (default 2)")
+    s.add_argument("--pre", dest="include_pre", action="store_true", help="include pre-releases")
+    s.add_argument("--timeout", dest="timeout_s", type=float, default=600, help="probe timeout in seconds")
+    s.add_argument("--index-url", dest="index", help="package index to list releases from")
+    s.add_argument("--offline", action="store_true", help="resolve from uv's cache only")
+    s.add_argument("--keep-envs", action="store_true", help="keep the scratch envs")
+    s.add_argument("--lock-wait", dest="lock_wait_s", type=float, default=3600,
+                   help="seconds to wait for another sweep's node lock (default 3600)")
+    from harness.window import RESULTS_DIR as WINDOW_DIR
+    s.add_argument("--results", type=Path, default=WINDOW_DIR, help="where the record goes")
+    s.set_defaults(func=cmd_window)
     return p
 
 

@@ -1,0 +1,620 @@
+"""Regression bisection: the first release between two legs whose metric differs from the good leg's.
+
+The study measured Qwen3-VL-235B-FP8 image throughput at 0.70x between vLLM 0.18 and 0.26 and could
+not say which release did it. `bisect` makes a leg for every release between the two on the package
+index (the good leg's spec with only `vllm_version` changed), measures them with the sweep machinery
+(`plan` for the run specs, `execute` through the local executor, under the node lock) and searches
+like `git bisect`:
+
+- the good and the bad leg are measured first, repeat by repeat in turn; if they do not differ by
+  the rule there is nothing to search ("endpoints do not differ");
+- every step is measured with N repeats and compared with the good leg's samples by
+  `harness.stats.ratio` (bootstrap CI); a release *differs* when the CI excludes 1.0 AND the ratio is
+  more than `threshold` away from 1.0 (the rule is written into the record);
+- a release whose env cannot be resolved or built, or with fewer than `min_ok` repeats that ran, is
+  recorded as skipped with its reason and a neighbour is measured instead (`git bisect skip`); if
+  only skipped releases separate the last same release from the first differing one, the conclusion
+  names all of them as suspects.
+
+Binary search assumes one step change. A measured release that differs in the opposite direction to
+the bad leg shows that assumption failed; the conclusion says so rather than hide it.
+
+Record SCHEMA_VERSION history:
+# 1 - first format: inputs with the rule, one entry per measured step in order, conclusion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import yaml
+from packaging.version import Version
+from pydantic import BaseModel, ConfigDict, Field
+from rich.console import Console
+
+from harness import __version__, guard, leg as legmod, paths, record, stats
+from harness.errors import InvalidFileError, LegEnvError, UserError
+from harness.leg import LegEnv, LegSpec
+from harness.record import RunRecord
+from harness.scenario import Scenario, load_scenario, scenario_path
+from harness.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
+from harness.window import index_url, index_versions, lock_versions, scrub
+
+SCHEMA_VERSION = 1
+RESULTS_DIR = paths.RESULTS / "bisect"
+
+console = Console(stderr=True)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Rule(_Frozen):
+    threshold: float = Field(0.03, ge=0, description="smallest |ratio - 1| that counts as a change")
+    confidence: float = Field(0.95, gt=0, lt=1)
+    min_ok: int = Field(2, ge=2, description="fewer ok repeats than this and the release is skipped")
+
+    @property
+    def text(self) -> str:
+        return (f"a release differs from the good leg when the {self.confidence:.0%} bootstrap CI of its "
+                f"ratio to the good leg (ratio of medians) excludes 1.0 and the ratio is more than "
+                f"{self.threshold:.0%} away from 1.0; a release with fewer than {self.min_ok} ok repeats, "
+                f"or whose env cannot be resolved or built, is skipped")
+
+    def differs(self, r: stats.Ratio) -> bool:
+        if r.value is None or r.low is None or r.high is None:
+            return False
+        return (r.low > 1 or r.high < 1) and abs(r.value - 1) > self.threshold
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measurement:
+    """What measuring one release gave: the metric of every ok repeat, or why there is none."""
+
+    samples: tuple[float, ...] = ()
+    run_ids: tuple[str, ...] = ()
+    failures: tuple[str, ...] = ()     # one line per repeat that did not finish ok
+    skip_reason: str | None = None     # the release could not be measured at all
+    leg: str = ""
+    compat_id: str | None = None
+    stack: dict[str, str] = field(default_factory=dict)
+
+
+# Measures releases (by version) and returns one Measurement each, in the same order.
+Measure = Callable[[Sequence[str]], list[Measurement]]
+
+Role = Literal["good", "bad", "step"]
+
+
+class Step(_Frozen):
+    index: int                     # order of measurement
+    role: Role
+    version: str
+    leg: str
+    compat_id: str | None = None
+    stack: dict[str, str] = Field(default_factory=dict)
+    samples: list[float] = Field(default_factory=list)
+    median: float | None = None
+    ratio: float | None = None     # step vs good, >1 is faster; the decision was made on it
+    ci_low: float | None = None
+    ci_high: float | None = None
+    verdict: str = ""              # harness.stats' verdict, "reference" for the good leg, or "skipped"
+    differs: bool | None = None
+    skipped: bool = False
+    reason: str = ""
+    failures: list[str] = Field(default_factory=list)
+    run_ids: list[str] = Field(default_factory=list)
+
+
+ConclusionKind = Literal["first_differing", "no_change", "ambiguous", "endpoint_failed"]
+
+
+class Conclusion(_Frozen):
+    kind: ConclusionKind
+    text: str
+    first_differing: str | None = None
+    last_same: str | None = None
+    suspects: list[str] = Field(default_factory=list)  # ambiguous: any of these may be the first
+    notes: list[str] = Field(default_factory=list)
+
+
+class Inputs(_Frozen):
+    scenario: str
+    good: str
+    bad: str
+    good_version: str
+    bad_version: str
+    vllm_dist: str
+    model: str
+    workload: str
+    arm: str
+    metric: str
+    higher_is_better: bool
+    repeats: int
+    rule: Rule
+    rule_text: str
+    index: str
+
+
+class BisectRecord(_Frozen):
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["bisect"] = "bisect"
+    harness_version: str = __version__
+    created_at: str
+    finished_at: str | None = None
+    node: str | None = None
+    inputs: Inputs
+    releases: list[str]            # between good and bad on the index, in search order (good side first)
+    legs: dict[str, str] = Field(default_factory=dict)  # version -> its leg, whether measured or not
+    steps: list[Step]
+    conclusion: Conclusion
+    runs_dir: str | None = None    # the run records, relative to the record file
+
+
+# --- the search -----------------------------------------------------------------------------------
+
+def _step(index: int, role: Role, version: str, m: Measurement, good: Measurement | None, *,
+          rule: Rule, higher_is_better: bool) -> Step:
+    common = dict(index=index, role=role, version=version, leg=m.leg, compat_id=m.compat_id, stack=m.stack,
+                  samples=list(m.samples), failures=[scrub(f) for f in m.failures], run_ids=list(m.run_ids))
+    reason = None if m.skip_reason is None else scrub(m.skip_reason)
+    if reason is None and len(m.samples) < rule.min_ok:
+        first = common["failures"][0] if common["failures"] else "no result"
+        reason = f"only {len(m.samples)} ok repeat(s) of {len(m.samples) + len(m.failures)}: {first}"
+    if reason is not None:
+        return Step(**common, verdict="skipped", skipped=True, reason=reason)
+    median = float(np.median(m.samples))
+    if good is None:
+        return Step(**common, median=median, verdict="reference")
+    r = stats.ratio(good.samples, m.samples, higher_is_better=higher_is_better, confidence=rule.confidence)
+    return Step(**common, median=median, ratio=r.value, ci_low=r.low, ci_high=r.high, verdict=r.verdict,
+                differs=rule.differs(r))
+
+
+def _fmt(s: Step) -> str:
+    if s.ratio is None:
+        return s.version
+    ci = f" [{s.ci_low:.3f}, {s.ci_high:.3f}]" if s.ci_low is not None and s.ci_high is not None else ""
+    return f"{s.version} at {s.ratio:.3f}x{ci}"
+
+
+def search(versions: Sequence[str], measure: Measure, *, rule: Rule | None = None,
+           higher_is_better: bool = True) -> tuple[list[Step], Conclusion]:
+    """Bisect `versions` (good first, bad last, the releases between in order) with `measure`."""
+    rule = rule or Rule()
+    if len(versions) < 2:
+        raise ValueError("need at least the good and the bad version")
+    steps: list[Step] = []
+    m_good, m_bad = measure([versions[0], versions[-1]])
+    good = _step(1, "good", versions[0], m_good, None, rule=rule, higher_is_better=higher_is_better)
+    steps.append(good)
+    bad = _step(2, "bad", versions[-1], m_bad, None if good.skipped else m_good, rule=rule,
+                higher_is_better=higher_is_better)
+    steps.append(bad)
+    for end in (good, bad):
+        if end.skipped:
+            return steps, Conclusion(kind="endpoint_failed",
+                                     text=f"the {end.role} endpoint {end.version} could not be measured: "
+                                          f"{end.reason}; nothing was searched")
+    if not bad.differs:
+        return steps, Conclusion(
+            kind="no_change", last_same=versions[-1],
+            text=f"no significant change between good and bad: endpoints do not differ by the rule "
+                 f"({_fmt(bad)}, {bad.verdict}); nothing was searched")
+    lo, hi = 0, len(versions) - 1
+    skipped: set[int] = set()
+    while True:
+        inner = [i for i in range(lo + 1, hi) if i not in skipped]
+        if not inner:
+            break
+        centre = (lo + hi) / 2
+        mid = min(inner, key=lambda i: (abs(i - centre), i))
+        s = _step(len(steps) + 1, "step", versions[mid], measure([versions[mid]])[0], m_good, rule=rule,
+                  higher_is_better=higher_is_better)
+        steps.append(s)
+        console.print(f"bisect: {s.version}: {'skipped: ' + s.reason if s.skipped else s.verdict}"
+                      f"{'' if s.skipped else ', differs' if s.differs else ', same'}")
+        if s.skipped:
+            skipped.add(mid)
+        elif s.differs:
+            hi = mid
+        else:
+            lo = mid
+    notes = []
+    direction = np.sign((bad.ratio or 1) - 1)
+    for s in steps:
+        if s.differs and np.sign((s.ratio or 1) - 1) != direction:
+            notes.append(f"{s.version} differs in the opposite direction to the bad leg ({s.ratio:.3f}x vs "
+                         f"{bad.ratio:.3f}x): the change is not one step, so the search result is one of "
+                         "several changes")
+    gap = [versions[i] for i in range(lo + 1, hi)]
+    first = next(s for s in reversed(steps) if s.version == versions[hi] and not s.skipped)
+    if gap:
+        suspects = [*gap, versions[hi]]
+        return steps, Conclusion(
+            kind="ambiguous", last_same=versions[lo], suspects=suspects, notes=notes,
+            text=f"the first differing release is one of {', '.join(suspects)}: {versions[lo]} does not "
+                 f"differ, {_fmt(first)} does, and the releases between were skipped")
+    return steps, Conclusion(
+        kind="first_differing", first_differing=versions[hi], last_same=versions[lo], notes=notes,
+        text=f"first differing release: {_fmt(first)} vs the good leg ({first.verdict}); "
+             f"the release before it, {versions[lo]}, does not differ")
+
+
+# --- legs for releases ----------------------------------------------------------------------------
+
+_STACK_FIELDS = {"name", "label", "description", "vllm_version"}
+
+
+def derived_leg(template: LegSpec, version: str) -> LegSpec:
+    """`template` with only the vLLM release changed; named like the template (`cpu-0.29.0`)."""
+    if template.name.endswith(template.vllm_version):
+        name = template.name[: -len(template.vllm_version)] + version
+    else:
+        name = f"{template.name}-as-{version}"
+    derived = template.model_copy(update={
+        "name": name, "label": version, "vllm_version": version,
+        "description": f"{template.vllm_dist}=={version} on leg {template.name}'s stack (derived by bisect)"})
+    if name in legmod.known_legs():
+        known = legmod.load_leg(name)
+        if known.model_dump(exclude=_STACK_FIELDS) == derived.model_dump(exclude=_STACK_FIELDS):
+            return known  # the same stack already has a reviewed leg file: use its name and label
+        derived = derived.model_copy(update={"name": f"{name}+bisect"})
+    return derived
+
+
+def releases_between(good: LegSpec, bad: LegSpec, on_index: Sequence[Version]) -> list[str]:
+    """Index releases strictly between the two, ordered from the good side to the bad side."""
+    g, b = Version(good.vllm_version), Version(bad.vllm_version)
+    lo, hi = min(g, b), max(g, b)
+    between = sorted(v for v in on_index if lo < v < hi)
+    return [str(v) for v in (between if g < b else reversed(between))]
+
+
+# --- measuring with the sweep machinery -----------------------------------------------------------
+
+@contextlib.contextmanager
+def waiting_node_lock(wait_s: float, poll_s: float = 30.0) -> Iterator[None]:
+    """The node lock, waiting for another sweep to finish rather than measuring beside it."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(guard.node_lock())
+            except UserError as e:
+                if time.monotonic() >= deadline:
+                    raise
+                console.print(f"[yellow]waiting for the node lock: {e}")
+                time.sleep(poll_s)
+                continue
+            yield
+            return
+
+
+def _stack(env: LegEnv) -> dict[str, str]:
+    got = lock_versions(env.lock)
+    return {k: got[k] for k in (env.leg.vllm_dist, "torch", "transformers") if k in got}
+
+
+class SweepMeasure:
+    """Measures releases through `harness.sweep`: `plan` makes the good leg's run specs (model source,
+    workload, arm, timeout), each release's runs are those specs on the release's leg env, and
+    `execute_plan` measures them (node lock, guards, one run at a time, repeats outermost).
+
+    Envs are resolved and built first, under the node lock like a sweep's, so that a release that
+    cannot be installed (or carries a foreign vLLM plugin) is skipped instead of ending the bisect."""
+
+    def __init__(self, *, scenario: str, legs: dict[str, LegSpec], good: str, model: str, workload: str,
+                 arm: str, metric: str, repeats: int, results: Path, study: str, timeout_s: float | None,
+                 offline: bool, resume: bool, allow_dirty: bool, lock_wait_s: float):
+        self.legs, self.metric, self.offline = legs, metric, offline
+        self.resume, self.allow_dirty, self.lock_wait_s = resume, allow_dirty, lock_wait_s
+        self.model, self.scenario = model, scenario
+        self.args = SweepArgs(scenario=scenario, results=results, study=study, legs=(good,), models=(model,),
+                              workloads=(workload,), arms=(arm,), repeats=repeats, timeout_s=timeout_s,
+                              offline=offline, resume=resume, allow_dirty=allow_dirty)
+        self.sc, self.study_dir, self.templates = plan(self.args)
+        self.arm_pins = tuple(self.templates[0].spec.arm.pins)
+
+    def _envs(self, versions: Sequence[str], out: dict[str, Measurement]) -> dict[str, LegEnv]:
+        envs: dict[str, LegEnv] = {}
+        for v in versions:
+            spec = self.legs[v]
+            pins = tuple(spec.model_pins.get(self.model, [])) + self.arm_pins
+            try:
+                envs[v] = legmod.resolve(spec, pins, offline=self.offline)
+            except LegEnvError as e:
+                out[v] = Measurement(leg=spec.name, skip_reason=str(e))
+        with waiting_node_lock(self.lock_wait_s):
+            for v, env in list(envs.items()):
+                try:
+                    rep = legmod.ensure(env)
+                    found = [f"{x['dist']} registers {x['group']}:{x['name']}" for x in legmod.foreign_plugins(env)]
+                except LegEnvError as e:
+                    out[v] = Measurement(leg=env.leg.name, compat_id=env.compat_id, skip_reason=str(e))
+                    del envs[v]
+                    continue
+                console.print(f"leg env {env.name}: {'reused' if rep.reused else 'built'} in {rep.seconds:.1f} s")
+                if found and not self.allow_dirty:
+                    out[v] = Measurement(leg=env.leg.name, compat_id=env.compat_id,
+                                         skip_reason=f"foreign vLLM plugins in {env.name}: {'; '.join(found)}")
+                    del envs[v]
+        return envs
+
+    def __call__(self, versions: Sequence[str]) -> list[Measurement]:
+        out: dict[str, Measurement] = {}
+        envs = self._envs(versions, out)
+        planned: list[PlannedRun] = []
+        for t in self.templates:
+            for v in versions:
+                if v in envs:
+                    spec = replace(t.spec, leg_env=envs[v])
+                    p = PlannedRun(index=len(planned) + 1, spec=spec, run_dir=self.study_dir / "runs" / spec.run_id)
+                    if self.resume:
+                        p.reuse = reusable(p, retry_failed=False)
+                    planned.append(p)
+        records: list[RunRecord] = []
+        if planned:
+            # Derived legs have no leg file: list them in study.yaml first, so the sweep's own
+            # study metadata finds them there instead of looking for their files.
+            self._write_study_meta([envs[v].leg for v in versions if v in envs])
+            args = replace(self.args, legs=tuple(envs[v].leg.name for v in versions if v in envs))
+            records = self._execute(args, planned)
+        for v, env in envs.items():
+            mine = [r for r in records if r.compat_id == env.compat_id and r.leg == env.leg.name]
+            ok = [r for r in mine if r.status == "ok" and getattr(r.metrics, self.metric) is not None]
+            out[v] = Measurement(
+                samples=tuple(float(getattr(r.metrics, self.metric)) for r in ok),
+                run_ids=tuple(r.run_id for r in mine), leg=env.leg.name, compat_id=env.compat_id,
+                failures=tuple(f"r{r.repeat}: {r.status}: {r.failure.reason if r.failure else 'no metric'}"
+                               for r in mine if r not in ok),
+                stack=_stack(env))
+        return [out[v] for v in versions]
+
+    def _execute(self, args: SweepArgs, planned: list[PlannedRun]) -> list[RunRecord]:
+        deadline = time.monotonic() + self.lock_wait_s
+        while True:
+            try:
+                return execute_plan(args, self.sc, self.study_dir, planned).records
+            except UserError as e:
+                # Another sweep took the node lock since the envs were built: wait, never measure beside it.
+                if "another sweep is measuring" not in str(e) or time.monotonic() >= deadline:
+                    raise
+                console.print(f"[yellow]waiting for the node lock: {e}")
+                time.sleep(30)
+
+    def _write_study_meta(self, legs: list[LegSpec]) -> None:
+        path = self.study_dir / "study.yaml"
+        meta = yaml.safe_load(path.read_text()) if path.exists() else {}
+        meta.setdefault("name", self.study_dir.name)
+        meta.setdefault("title", f"bisect runs of scenario {self.sc.name}")
+        meta.setdefault("provenance", "measured")
+        meta.setdefault("main_series", self.sc.series_tag)
+        order = meta.setdefault("legs", [])
+        for spec in legs:
+            if spec.name not in [x["name"] for x in order]:
+                order.append({"name": spec.name, "label": spec.label})
+        order.sort(key=lambda x: Version(next((s.vllm_version for s in self.legs.values() if s.name == x["name"]),
+                                              "0")))
+        self.study_dir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".yaml.tmp")
+        tmp.write_text(yaml.safe_dump(meta, sort_keys=False))
+        os.replace(tmp, path)
+
+
+# --- the verb -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class BisectArgs:
+    scenario: str
+    good: str
+    bad: str
+    workload: str | None = None
+    model: str | None = None
+    arm: str | None = None
+    repeats: int = 3
+    threshold: float = 0.03
+    timeout_s: float | None = None
+    results: Path = RESULTS_DIR
+    index: str | None = None
+    include_pre: bool = False
+    offline: bool = False
+    resume: bool = False
+    allow_dirty: bool = False
+    dry_run: bool = False
+    lock_wait_s: float = 3600
+
+    @classmethod
+    def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--scenario", required=True, help="scenario name (scenarios/NAME.yaml) or path")
+        p.add_argument("--good", required=True, help="leg measured as the reference (e.g. the older release)")
+        p.add_argument("--bad", required=True, help="leg whose metric changed")
+        p.add_argument("--workload", help="workload of the scenario (default: its first)")
+        p.add_argument("--model", help="model of the scenario (default: its first)")
+        p.add_argument("--arm", help="arm of the scenario (default: its first)")
+        p.add_argument("--repeats", type=int, default=3, help="repeats per release (default 3)")
+        p.add_argument("--threshold", type=float, default=0.03,
+                       help="smallest |ratio-1| that counts as a change (default 0.03)")
+        p.add_argument("--timeout", dest="timeout_s", type=float, help="per-run timeout in seconds")
+        p.add_argument("--results", type=Path, default=RESULTS_DIR, help="where the record and runs go")
+        p.add_argument("--index-url", dest="index", help="package index to list releases from")
+        p.add_argument("--pre", dest="include_pre", action="store_true", help="include pre-releases")
+        p.add_argument("--offline", action="store_true", help="resolve legs from uv's cache only")
+        p.add_argument("--resume", action="store_true", help="reuse finished runs with identical fingerprints")
+        p.add_argument("--allow-dirty", action="store_true", help="measure despite guard findings (recorded)")
+        p.add_argument("--dry-run", action="store_true", help="list the releases and legs, measure nothing")
+        p.add_argument("--lock-wait", dest="lock_wait_s", type=float, default=3600,
+                       help="seconds to wait for another sweep's node lock (default 3600)")
+
+    @classmethod
+    def from_cli_args(cls, a: argparse.Namespace) -> "BisectArgs":
+        if a.repeats < 2:
+            raise UserError("--repeats should be at least 2 (a confidence interval needs two samples per side)")
+        if not 0 <= a.threshold < 1:
+            raise UserError("--threshold should be in [0, 1)")
+        if a.timeout_s is not None and a.timeout_s <= 0:
+            raise UserError("--timeout should be positive")
+        return cls(**{k: getattr(a, k) for k in cls.__dataclass_fields__})
+
+
+def _pick(names: list[str], wanted: str | None, what: str, where: Path) -> str:
+    if wanted is None:
+        return names[0]
+    if wanted not in names:
+        raise UserError(f"{where}: no {what} named {wanted!r} (has: {', '.join(names)})")
+    return wanted
+
+
+def slug(sc: Scenario, good: str, bad: str, model: str, workload: str, arm: str) -> str:
+    """The record's file name (and its runs' folder): scenario, legs, model, workload, arm if not the first."""
+    parts = [sc.name, good, bad, re.sub(r"[^A-Za-z0-9._-]+", "_", model), workload]
+    return "--".join(parts + ([] if arm == sc.arms[0].name else [arm]))
+
+
+def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectRecord, Path | None]:
+    """Validate, list the releases between the legs, search, write the record (not on a dry run)."""
+    sc_file = scenario_path(args.scenario)
+    sc = load_scenario(sc_file)
+    good, bad = legmod.load_leg(args.good), legmod.load_leg(args.bad)
+    if args.good not in sc.legs:
+        raise UserError(f"{sc_file}: leg {args.good!r} is not one of the scenario's legs ({', '.join(sc.legs)})")
+    if good.vllm_dist != bad.vllm_dist:
+        raise UserError(f"{legmod.leg_path(args.bad)}: vllm_dist {bad.vllm_dist} differs from the good leg's "
+                        f"{good.vllm_dist}; there are no releases between two distributions")
+    if Version(good.vllm_version) == Version(bad.vllm_version):
+        raise UserError(f"{legmod.leg_path(args.bad)}: same vLLM release as the good leg ({good.vllm_version})")
+    model = _pick([m.name for m in sc.models], args.model, "model", sc_file)
+    wl_name = _pick([w.name for w in sc.workloads_for(sc.model(model))], args.workload, "workload", sc_file)
+    arm = _pick([a.name for a in sc.arms], args.arm, "arm", sc_file)
+    wl = next(w for w in sc.workloads if w.name == wl_name)
+    metric, higher = ("throughput_tok_s", True) if wl.kind == "throughput" else ("ms_per_token", False)
+    rule = Rule(threshold=args.threshold)
+    index = (args.index or index_url()).rstrip("/")
+    between = releases_between(good, bad, index_versions(good.vllm_dist, index=index,
+                                                          include_pre=args.include_pre))
+    legs = {good.vllm_version: good, bad.vllm_version: bad} | {v: derived_leg(good, v) for v in between}
+    notes = []
+    differ = sorted(k for k, v in good.model_dump(exclude=_STACK_FIELDS).items()
+                    if bad.model_dump(exclude=_STACK_FIELDS)[k] != v)
+    if differ:
+        notes.append(f"the good and bad legs differ in more than the vLLM release ({', '.join(differ)}); "
+                     f"the releases between are measured on the good leg's stack")
+    order = [good.vllm_version, *between, bad.vllm_version]
+    console.print(f"bisect {good.name} -> {bad.name}: {len(between)} release(s) between on {index}: "
+                  f"{', '.join(between) or '(none)'}")
+    name = slug(sc, good.name, bad.name, model, wl_name, arm)
+    if args.dry_run:
+        for v in order:
+            try:
+                env = legmod.resolve(legs[v], offline=args.offline)
+                console.print(f"  {v:>10}  leg {legs[v].name:<18} env {env.name}  {_stack(env)}")
+            except LegEnvError as e:
+                console.print(f"  {v:>10}  leg {legs[v].name:<18} would be skipped: {e}")
+        return _record(args, sc, good, bad, model, wl_name, arm, metric, higher, rule, index, between, legs, [],
+                       Conclusion(kind="no_change", text="dry run: nothing measured"), record.now()), None
+    started = record.now()
+    measure = measure or SweepMeasure(
+        scenario=args.scenario, legs=legs, good=good.name, model=model, workload=wl_name, arm=arm, metric=metric,
+        repeats=args.repeats, results=args.results, study=name, timeout_s=args.timeout_s, offline=args.offline,
+        resume=args.resume, allow_dirty=args.allow_dirty, lock_wait_s=args.lock_wait_s)
+    steps, conclusion = search(order, measure, rule=rule, higher_is_better=higher)
+    if notes:
+        conclusion = conclusion.model_copy(update={"notes": [*conclusion.notes, *notes]})
+    rec = _record(args, sc, good, bad, model, wl_name, arm, metric, higher, rule, index, between, legs, steps,
+                  conclusion, started)
+    path = args.results / f"{name}.json"
+    runs = args.results / name
+    if runs.exists():
+        rec = rec.model_copy(update={"runs_dir": name})
+    write_record(rec, path)
+    return rec, path
+
+
+def _record(args: BisectArgs, sc: Scenario, good: LegSpec, bad: LegSpec, model: str, workload: str, arm: str,
+            metric: str, higher: bool, rule: Rule, index: str, between: list[str], legs: dict[str, LegSpec],
+            steps: list[Step], conclusion: Conclusion, started: str) -> BisectRecord:
+    inputs = Inputs(scenario=sc.name, good=good.name, bad=bad.name, good_version=good.vllm_version,
+                    bad_version=bad.vllm_version, vllm_dist=good.vllm_dist, model=model, workload=workload, arm=arm,
+                    metric=metric, higher_is_better=higher, repeats=args.repeats, rule=rule, rule_text=rule.text,
+                    index=index)
+    return BisectRecord(created_at=started, finished_at=record.now(), node=os.uname().nodename, inputs=inputs,
+                        releases=between, legs={v: s.name for v, s in legs.items()}, steps=steps,
+                        conclusion=conclusion)
+
+
+# --- the record -----------------------------------------------------------------------------------
+
+def write_record(rec: BisectRecord, path: Path) -> Path:
+    record.write_json_atomic(path, rec.model_dump(mode="json"))
+    return path
+
+
+def read_record(path: Path) -> BisectRecord:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidFileError(path, "no such file") from None
+    except (OSError, ValueError) as e:
+        raise InvalidFileError(path, f"not a JSON record: {e}") from None
+    if not isinstance(data, dict) or data.get("kind") != "bisect":
+        raise InvalidFileError(path, "not a bisect record")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise InvalidFileError(path, f"schema_version {version!r} is not one this harness reads "
+                                     f"(<= {SCHEMA_VERSION}); upgrade the harness")
+    return BisectRecord.model_validate(data)
+
+
+def read_records(root: Path = RESULTS_DIR) -> list[BisectRecord]:
+    """Every bisect record directly under `root`, oldest first (for the report and the notebooks)."""
+    return sorted((read_record(p) for p in sorted(root.glob("*.json"))), key=lambda r: r.created_at)
+
+
+def bisect_section_md(rec: BisectRecord) -> str:
+    """The record as a report section: inputs, the rule, one row per measured step, the conclusion."""
+    i = rec.inputs
+    unit = "tok/s" if i.higher_is_better else "ms/tok"
+    lines = [
+        f"### Bisect: {i.scenario} / {i.model} / {i.workload}, {i.good} → {i.bad}",
+        "",
+        f"Metric `{i.metric}` ({'higher' if i.higher_is_better else 'lower'} is better), {i.repeats} repeats per "
+        f"release, arm `{i.arm}`. Releases of `{i.vllm_dist}` between {i.good_version} and {i.bad_version} on the "
+        f"index: {', '.join(rec.releases) or 'none'}. Intermediate legs are the good leg's stack with only the "
+        f"vLLM release changed; each resolves its own dependencies. Every release is compared with the good "
+        f"leg's samples, measured at the start beside the bad leg's.",
+        "",
+        f"Rule: {i.rule_text}.",
+        "",
+        f"| # | release | leg | role | ok runs | median {unit} | ratio to good [CI] | verdict | differs |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in rec.steps:
+        ratio = "—" if s.ratio is None else f"{s.ratio:.3f}x" + (
+            f" [{s.ci_low:.3f}, {s.ci_high:.3f}]" if s.ci_low is not None and s.ci_high is not None else "")
+        med = "—" if s.median is None else f"{s.median:,.2f}"
+        verdict = s.verdict + (f": {s.reason}" if s.skipped else "")
+        differs = "—" if s.differs is None else ("yes" if s.differs else "no")
+        runs = f"{len(s.samples)}/{len(s.samples) + len(s.failures)}"
+        lines.append(f"| {s.index} | {s.version} | {s.leg} | {s.role} | {runs} | {med} | {ratio} | "
+                     f"{verdict.replace('|', '/')[:160]} | {differs} |")
+    lines += ["", f"**Conclusion:** {rec.conclusion.text}."]
+    for n in rec.conclusion.notes:
+        lines += ["", f"Note: {n}."]
+    stacks = {s.version: s.stack for s in rec.steps if s.stack}
+    if stacks:
+        lines += ["", "Resolved stacks: " + "; ".join(
+            f"{v}: " + ", ".join(f"{k} {x}" for k, x in st.items()) for v, st in stacks.items()) + "."]
+    lines += ["", f"Measured {rec.created_at} – {rec.finished_at} on {rec.node or 'unknown node'}"
+                  + (f"; run records under `{rec.runs_dir}/`" if rec.runs_dir else "") + "."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,585 @@
+"""Dependency windows: which releases of a package a leg really works with, beside what it declares.
+
+The study found by hand that vLLM 0.18 declares `nvidia-cutlass-dsl>=4.4.0.dev1` while only
+`<4.6.0` works: its metadata admits releases in which it cannot import its own attention wrapper.
+`window` automates that experiment. For each release of PACKAGE it makes a scratch env (the leg's
+lock with only PACKAGE replaced, forced by a uv override even outside the declared range), runs a
+probe with the env's Python and records the outcome; the record sets the working window beside the
+declared range and flags "declared range admits broken releases".
+
+Listing releases lives here too (`index_versions`): the package index's PEP 691 JSON project page,
+the same source uv and pip read. `harness.bisect` uses it for the releases between two legs.
+
+Record SCHEMA_VERSION history:
+# 1 - first format: inputs, declared requirements, one entry per tested release, windows, flags.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from packaging.markers import InvalidMarker
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name,
+                             parse_sdist_filename, parse_wheel_filename)
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, Field
+from rich.console import Console
+
+from harness import __version__, leg as legmod, paths, record
+from harness.errors import InvalidFileError, LegEnvError, UserError
+from harness.leg import LegEnv, LegSpec
+
+SCHEMA_VERSION = 1
+RESULTS_DIR = paths.RESULTS / "window"
+DEFAULT_INDEX = "https://pypi.org/simple"
+PEP691 = "application/vnd.pypi.simple.v1+json"
+ADMITS_BROKEN = "declared range admits broken releases"
+EXCLUDES_WORKING = "declared range excludes working releases"
+
+console = Console(stderr=True)
+
+
+# --- releases on the index ------------------------------------------------------------------------
+
+def index_url() -> str:
+    """The index uv and pip would use: their own settings first, PyPI otherwise."""
+    for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL"):
+        if os.environ.get(var):
+            return os.environ[var].rstrip("/")
+    return DEFAULT_INDEX
+
+
+def _file_version(filename: str) -> Version | None:
+    try:
+        if filename.endswith(".whl"):
+            return parse_wheel_filename(filename)[1]
+        return parse_sdist_filename(filename)[1]
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None  # eggs, .exe installers, odd names: not something uv would install
+
+
+def parse_simple_json(page: dict, *, include_pre: bool = False) -> list[Version]:
+    """Releases on a PEP 691 project page, ascending: versions with at least one file not yanked.
+
+    A version whose every file is yanked is not a release anyone resolves to, so it is left out;
+    pre-releases (and dev releases) only with `include_pre`.
+    """
+    if not isinstance(page, dict) or not isinstance(page.get("files"), list):
+        raise ValueError("not a PEP 691 project page (no 'files' list)")
+    found: set[Version] = set()
+    for f in page["files"]:
+        if not isinstance(f, dict) or f.get("yanked"):
+            continue
+        v = _file_version(str(f.get("filename", "")))
+        if v is not None and (include_pre or not v.is_prerelease):
+            found.add(v)
+    return sorted(found)
+
+
+def index_versions(project: str, *, index: str | None = None, include_pre: bool = False,
+                   timeout_s: float = 60) -> list[Version]:
+    base = (index or index_url()).rstrip("/")
+    url = f"{base}/{canonicalize_name(project)}/"
+    req = urllib.request.Request(url, headers={"Accept": PEP691})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            ctype = resp.headers.get("Content-Type", "")
+            body = resp.read()
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            raise UserError(f"{url}: no project {project!r} on the index") from None
+        raise UserError(f"{url}: cannot list releases of {project}: HTTP {e.code}") from None
+    except (urllib.error.URLError, OSError) as e:
+        raise UserError(f"{url}: cannot list releases of {project}: {e}") from None
+    if "json" not in ctype:
+        raise UserError(f"{url}: the index answered {ctype or 'no content type'}, not PEP 691 JSON")
+    try:
+        return parse_simple_json(json.loads(body), include_pre=include_pre)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserError(f"{url}: unreadable project page: {e}") from None
+
+
+# --- the declared range ---------------------------------------------------------------------------
+
+class Declared(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dist: str          # the installed distribution that declares it
+    requirement: str   # as written in its metadata, marker included
+    applies: bool      # its marker holds in the leg env (extras are not requested)
+
+
+_DECLARED_PROBE = """
+import importlib.metadata as md, json, platform, re, sys
+target = sys.argv[1]
+norm = lambda s: re.sub(r"[-_.]+", "-", s).lower()
+out = []
+for d in md.distributions():
+    for r in d.requires or []:
+        if norm(re.split(r"[\\s<>=!~;\\[(@]", r.strip(), maxsplit=1)[0]) == target:
+            out.append({"dist": d.metadata["Name"], "requirement": r})
+env = {"python_version": "%d.%d" % sys.version_info[:2], "python_full_version": platform.python_version(),
+       "implementation_name": sys.implementation.name, "sys_platform": sys.platform,
+       "platform_machine": platform.machine(), "platform_system": platform.system(),
+       "platform_python_implementation": platform.python_implementation(), "os_name": __import__("os").name}
+print(json.dumps({"requires": out, "env": env}))
+"""
+
+
+def declared_requirements(raw: Sequence[dict], marker_env: dict[str, str]) -> list[Declared]:
+    out = []
+    for item in raw:
+        try:
+            req = Requirement(item["requirement"])
+            applies = req.marker is None or req.marker.evaluate({**marker_env, "extra": ""})
+        except (InvalidRequirement, InvalidMarker):
+            applies = False
+        out.append(Declared(dist=item["dist"], requirement=item["requirement"], applies=bool(applies)))
+    return sorted(out, key=lambda d: (d.dist.lower(), d.requirement))
+
+
+def combined_specifier(declared: Sequence[Declared]) -> SpecifierSet:
+    """What every applying requirement admits at once: the range a resolver may pick from."""
+    spec = SpecifierSet()
+    for d in declared:
+        if d.applies:
+            spec &= Requirement(d.requirement).specifier
+    return spec
+
+
+def read_declared(env: LegEnv, package: str) -> list[Declared]:
+    """Every requirement on `package` that an installed distribution of the leg env declares."""
+    proc = subprocess.run([str(env.python), "-c", _DECLARED_PROBE, canonicalize_name(package)],
+                          capture_output=True, text=True, env=env.environ())
+    if proc.returncode:
+        raise LegEnvError(env.leg.name, "metadata probe", proc.returncode, proc.stderr)
+    data = json.loads(proc.stdout)
+    return declared_requirements(data["requires"], data["env"])
+
+
+def lock_versions(lock: str) -> dict[str, str]:
+    """name -> version of every `name==version` line of a uv lock."""
+    out = {}
+    for line in lock.splitlines():
+        req = line.split(";", 1)[0].strip()
+        if "==" in req:
+            name, ver = req.split("==", 1)
+            out[canonicalize_name(name.split("[", 1)[0])] = ver.strip()
+    return out
+
+
+# --- choosing releases ----------------------------------------------------------------------------
+
+def select_releases(releases: Sequence[Version], spec: SpecifierSet, *, limit: int = 8, below: int = 2,
+                    current: Version | None = None) -> list[Version]:
+    """At most `limit` releases around the declared range, its edges always included.
+
+    The edges are where windows break: the last release below the range, the first and last admitted
+    ones, the first above it, and the leg's own. The rest are spread evenly over the domain, which
+    runs from `below` releases under the first admitted one to the newest release.
+    """
+    if limit < 1:
+        raise UserError("--limit should be at least 1")
+    rel = sorted(set(releases))
+    if not rel:
+        return []
+    admitted = [i for i, v in enumerate(rel) if spec.contains(v, prereleases=True)]
+    if spec and admitted:
+        first, last = admitted[0], admitted[-1]
+        lo = max(0, first - below)
+        must = [first, last, first - 1, last + 1]
+    else:
+        # No bound declared (or none met on the index): the newest releases are the ones in use.
+        lo = max(0, len(rel) - limit)
+        must = [len(rel) - 1]
+    if current is not None and current in rel:
+        must.append(rel.index(current))
+    picked: list[int] = []
+    for i in must:
+        if 0 <= i < len(rel) and i not in picked:
+            picked.append(i)
+    spare = limit - len(picked)
+    rest = [i for i in range(lo, len(rel)) if i not in picked]
+    if spare > 0 and rest:
+        if len(rest) <= spare:
+            picked += rest
+        elif spare == 1:
+            picked.append(rest[len(rest) // 2])
+        else:
+            step = (len(rest) - 1) / (spare - 1)
+            picked += [rest[round(k * step)] for k in range(spare)]
+    return [rel[i] for i in sorted(set(picked))]
+
+
+# --- the experiment -------------------------------------------------------------------------------
+
+Install = Literal["lock", "relaxed", "failed"]
+
+
+class ReleaseResult(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: str
+    admitted: bool                 # inside the combined declared range
+    install: Install               # lock: leg lock + this release; relaxed: re-resolved around it
+    install_error: str = ""
+    moved: dict[str, str] = Field(default_factory=dict)  # other packages moved by a relaxed resolve
+    works: bool | None = None      # None: never installed, so never probed
+    rc: int | None = None
+    seconds: float | None = None
+    stderr_last: str = ""
+    stdout_last: str = ""
+    env: str | None = None         # the scratch env's name (leg + release + compat id)
+
+
+class Window(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    first: str                     # oldest and newest tested release that works, with every
+    last: str                      # tested release between them working too
+    below: str | None = None       # nearest tested release under `first` (it did not work)
+    above: str | None = None
+
+
+class WindowRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["window"] = "window"
+    harness_version: str = __version__
+    created_at: str
+    finished_at: str | None = None
+    node: str | None = None
+    package: str
+    probe: str
+    probe_sha256: str
+    leg: str
+    leg_label: str
+    vllm_dist: str
+    vllm_version: str
+    leg_compat_id: str
+    leg_resolves_to: str | None    # PACKAGE's version in the leg's own lock
+    index: str
+    declared: list[Declared]
+    declared_range: str            # the combined specifier of the requirements that apply; "" = any
+    releases: list[ReleaseResult]  # ascending
+    windows: list[Window]
+    flags: list[str]
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def admits_broken(self) -> list[str]:
+        return [r.version for r in self.releases if r.admitted and r.works is False]
+
+
+def windows(results: Sequence[ReleaseResult]) -> list[Window]:
+    """Maximal runs of tested releases that work; a release that did not install breaks a run too."""
+    rs = sorted(results, key=lambda r: Version(r.version))
+    out: list[Window] = []
+    i = 0
+    while i < len(rs):
+        if not rs[i].works:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(rs) and rs[j + 1].works:
+            j += 1
+        out.append(Window(first=rs[i].version, last=rs[j].version,
+                          below=rs[i - 1].version if i > 0 else None,
+                          above=rs[j + 1].version if j + 1 < len(rs) else None))
+        i = j + 1
+    return out
+
+
+def flags(results: Sequence[ReleaseResult]) -> list[str]:
+    out = []
+    broken = [r.version for r in results if r.admitted and r.works is False]
+    if broken:
+        out.append(f"{ADMITS_BROKEN}: {', '.join(broken)}")
+    excluded = [r.version for r in results if not r.admitted and r.works]
+    if excluded:
+        out.append(f"{EXCLUDES_WORKING}: {', '.join(excluded)}")
+    return out
+
+
+def scratch_leg(leg: LegSpec, lock: str, package: str, version: str, *, relaxed: bool) -> LegSpec:
+    """The leg with only `package` forced to `version`.
+
+    Strict: every other package stays at the leg lock's version (a single-variable experiment).
+    Relaxed: the leg's own request is resolved again around the forced release, for releases whose
+    own requirements conflict with the lock; what else moved is recorded.
+    """
+    name = canonicalize_name(package)
+    force = [*leg.overrides, f"{name}=={version}"]
+    update: dict = {"name": f"{leg.name}+{name}-{version}", "overrides": force, "model_pins": {}}
+    if not relaxed:
+        vdist = canonicalize_name(leg.vllm_dist)
+        update["requirements"] = [ln for ln in lock.splitlines()
+                                  if ln.strip() and canonicalize_name(ln.split("==", 1)[0]) != vdist]
+    return leg.model_copy(update=update)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeOutcome:
+    rc: int
+    seconds: float
+    stdout: str
+    stderr: str
+
+
+def scrub(text: str) -> str:
+    """Machine paths out of text that goes into a committed record: the cache, the checkout, home."""
+    for path, name in ((paths.cache_dir(), "$HARNESS_CACHE"), (paths.PROJ_ROOT, "."), (Path.home(), "~")):
+        text = text.replace(str(path), name)
+    return text
+
+
+def _last(text: str) -> str:
+    return scrub(next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")[:500])
+
+
+def run_probe(env: LegEnv, probe: str, *, timeout_s: float, extra_env: dict[str, str] | None = None
+              ) -> ProbeOutcome:
+    # A clean working directory: the project's own files must not shadow what the env imports.
+    with tempfile.TemporaryDirectory(prefix="probe-") as cwd:
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run([str(env.python), "-c", probe], capture_output=True, text=True, cwd=cwd,
+                                  env=env.environ() | (extra_env or {}), timeout=timeout_s,
+                                  start_new_session=True)
+        except subprocess.TimeoutExpired as e:
+            err = (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+            return ProbeOutcome(rc=124, seconds=time.monotonic() - t0, stdout="",
+                                stderr=err + f"\nprobe timed out after {timeout_s:.0f} s")
+    return ProbeOutcome(rc=proc.returncode, seconds=time.monotonic() - t0, stdout=proc.stdout,
+                        stderr=proc.stderr)
+
+
+def _uv_reason(log: str) -> str:
+    # uv's resolver explains a conflict in its first "Because ..." line; its last line only
+    # says that the requirements are unsatisfiable.
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    why = next((ln for ln in lines if "Because" in ln or "depends on" in ln), lines[-1] if lines else "")
+    return scrub(why.removeprefix("cause:").strip()[:300])
+
+
+def try_release(leg: LegSpec, lock: str, package: str, version: str, *, admitted: bool, probe: str,
+                timeout_s: float, offline: bool, keep_env: bool, extra_env: dict[str, str]) -> ReleaseResult:
+    """Install one release into a scratch env (strict first, relaxed if the lock cannot take it), probe it."""
+    base = lock_versions(lock)
+    errors: list[str] = []
+    for relaxed in (False, True):
+        spec = scratch_leg(leg, lock, package, version, relaxed=relaxed)
+        try:
+            env = legmod.resolve(spec, offline=offline)
+            legmod.ensure(env)
+        except LegEnvError as e:
+            errors.append(f"{'relaxed' if relaxed else 'lock'}: {e.step}: {_uv_reason(e.log)}")
+            continue
+        got = lock_versions(env.lock)
+        name = canonicalize_name(package)
+        moved = {k: f"{base.get(k, '-')} -> {v}" for k, v in got.items() if k != name and base.get(k) != v}
+        moved |= {k: f"{v} -> -" for k, v in base.items() if k not in got and k != name}
+        try:
+            out = run_probe(env, probe, timeout_s=timeout_s, extra_env=extra_env)
+        finally:
+            if not keep_env:
+                shutil.rmtree(env.root, ignore_errors=True)
+        return ReleaseResult(version=version, admitted=admitted, install="relaxed" if relaxed else "lock",
+                             install_error="; ".join(errors), moved=moved if relaxed else {},
+                             works=out.rc == 0, rc=out.rc, seconds=round(out.seconds, 2),
+                             stderr_last=_last(out.stderr), stdout_last=_last(out.stdout), env=env.name)
+    return ReleaseResult(version=version, admitted=admitted, install="failed", install_error="; ".join(errors))
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowArgs:
+    package: str
+    probe: str
+    leg: str | None = None
+    releases: tuple[str, ...] = ()
+    limit: int = 8
+    below: int = 2
+    include_pre: bool = False
+    timeout_s: float = 600
+    index: str | None = None
+    offline: bool = False
+    keep_envs: bool = False
+    results: Path = RESULTS_DIR
+    lock_wait_s: float = 3600
+    name: str | None = None
+
+
+def default_leg() -> str:
+    """The newest buildable leg by vLLM version."""
+    specs = [legmod.load_leg(n) for n in legmod.known_legs()]
+    specs = [s for s in specs if s.buildable]
+    if not specs:
+        raise UserError(f"{paths.LEGS}: no buildable leg to probe")
+    return max(specs, key=lambda s: Version(s.vllm_version)).name
+
+
+def record_path(args: WindowArgs, leg: str) -> Path:
+    sha = hashlib.sha256(args.probe.encode()).hexdigest()[:8]
+    return args.results / f"{args.name or f'{leg}--{canonicalize_name(args.package)}--{sha}'}.json"
+
+
+def _try_and_show(try_one: Callable[..., ReleaseResult], spec: LegSpec, lock: str, package: str, v: Version,
+                  spec_set: SpecifierSet, args: WindowArgs, extra_env: dict[str, str]) -> ReleaseResult:
+    res = try_one(spec, lock, package, str(v), admitted=spec_set.contains(v, prereleases=True), probe=args.probe,
+                  timeout_s=args.timeout_s, offline=args.offline, keep_env=args.keep_envs, extra_env=extra_env)
+    shown = {True: "[green]works", False: "[red]fails", None: "[yellow]not installed"}[res.works]
+    console.print(f"  {res.version:>12}  {'admitted' if res.admitted else 'outside ':9} {res.install:8} "
+                  f"{shown}[/]  {res.stderr_last or res.install_error}"[:200])
+    return res
+
+
+def window(args: WindowArgs, *, try_one: Callable[..., ReleaseResult] = try_release) -> tuple[WindowRecord, Path]:
+    if not args.probe.strip():
+        raise UserError("--probe: empty probe code")
+    if args.timeout_s <= 0:
+        raise UserError("--timeout should be positive")
+    leg_name = args.leg or default_leg()
+    spec = legmod.load_leg(leg_name)
+    package = canonicalize_name(args.package)
+    if package == canonicalize_name(spec.vllm_dist):
+        raise UserError(f"{legmod.leg_path(leg_name)}: {package} is the leg's vLLM itself; use `bisect` for it")
+    wanted: list[Version] = []
+    for r in args.releases:
+        try:
+            wanted.append(Version(r))
+        except InvalidVersion:
+            raise UserError(f"--release: not a version: {r!r}") from None
+    started = record.now()
+    env = legmod.resolve(spec, offline=args.offline)
+    rep = legmod.ensure(env)
+    console.print(f"leg env {env.name}: {'reused' if rep.reused else 'built'} in {rep.seconds:.1f} s")
+    declared = read_declared(env, package)
+    spec_set = combined_specifier(declared)
+    current = lock_versions(env.lock).get(package)
+    index = (args.index or index_url()).rstrip("/")
+    on_index = index_versions(package, index=index, include_pre=args.include_pre)
+    if wanted:
+        missing = [str(v) for v in wanted if v not in on_index]
+        if missing:
+            raise UserError(f"--release: {', '.join(missing)} not on {index}/{package}/")
+        chosen = sorted(set(wanted))
+    else:
+        chosen = select_releases(on_index, spec_set, limit=args.limit, below=args.below,
+                                 current=Version(current) if current else None)
+    console.print(f"{package}: declared {str(spec_set) or '(any)'} by {leg_name}; "
+                  f"testing {', '.join(map(str, chosen))}")
+    extra_env: dict[str, str] = {}
+    if "HARNESS_TINY_MODEL" in args.probe:
+        from harness.tinymodel import build_tiny_model
+        extra_env["HARNESS_TINY_MODEL"] = str(build_tiny_model())
+    # Builds and probes load both cores for minutes: never beside another sweep's timed runs.
+    from harness.bisect import waiting_node_lock
+
+    with waiting_node_lock(args.lock_wait_s):
+        results = [_try_and_show(try_one, spec, env.lock, package, v, spec_set, args, extra_env) for v in chosen]
+    notes = []
+    if any(r.install == "relaxed" for r in results):
+        notes.append("releases marked 'relaxed' could not be installed beside the leg's lock; the leg's request "
+                     "was resolved again around them and the other packages that moved are listed")
+    if any(r.install == "failed" for r in results):
+        notes.append("releases marked 'failed' could not be installed at all; they count as not working")
+    rec = WindowRecord(
+        created_at=started, finished_at=record.now(), node=os.uname().nodename, package=package,
+        probe=args.probe, probe_sha256=hashlib.sha256(args.probe.encode()).hexdigest(), leg=spec.name,
+        leg_label=spec.label, vllm_dist=spec.vllm_dist, vllm_version=spec.vllm_version,
+        leg_compat_id=env.compat_id, leg_resolves_to=current, index=index, declared=declared,
+        declared_range=str(spec_set), releases=results, windows=windows(results), flags=flags(results),
+        notes=notes)
+    path = record_path(args, spec.name)
+    write_record(rec, path)
+    return rec, path
+
+
+# --- the record -----------------------------------------------------------------------------------
+
+def write_record(rec: WindowRecord, path: Path) -> Path:
+    record.write_json_atomic(path, rec.model_dump(mode="json"))
+    return path
+
+
+def read_record(path: Path) -> WindowRecord:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidFileError(path, "no such file") from None
+    except (OSError, ValueError) as e:
+        raise InvalidFileError(path, f"not a JSON record: {e}") from None
+    if not isinstance(data, dict) or data.get("kind") != "window":
+        raise InvalidFileError(path, "not a window record")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise InvalidFileError(path, f"schema_version {version!r} is not one this harness reads "
+                                     f"(<= {SCHEMA_VERSION}); upgrade the harness")
+    return WindowRecord.model_validate(data)
+
+
+def read_records(root: Path = RESULTS_DIR) -> list[WindowRecord]:
+    """Every window record directly under `root`, oldest first (for the report and the notebooks)."""
+    return sorted((read_record(p) for p in sorted(root.glob("*.json"))), key=lambda r: r.created_at)
+
+
+def _range_text(w: Window, status: dict[str, str]) -> str:
+    s = w.first if w.first == w.last else f"{w.first} … {w.last}"
+    edges = [f"{v} {where}: {status[v]}" for v, where in ((w.below, "below"), (w.above, "above")) if v]
+    return s + (f" ({'; '.join(edges)})" if edges else "")
+
+
+def window_section_md(rec: WindowRecord) -> str:
+    """The record as a report section: declared range, one row per tested release, the window, flags."""
+    works = {True: "works", False: "**fails**", None: "not installed"}
+    lines = [
+        f"### Dependency window: `{rec.package}` on leg {rec.leg} ({rec.vllm_dist} {rec.vllm_version})",
+        "",
+        f"Declared range (every requirement on {rec.package} that applies in the leg env): "
+        f"`{rec.declared_range or 'any'}`; the leg itself resolves to {rec.leg_resolves_to or '—'}.",
+        "",
+    ]
+    for d in rec.declared:
+        lines.append(f"- `{d.dist}` declares `{d.requirement}`" + ("" if d.applies else " (marker does not apply)"))
+    lines += ["", "Probe, run with each scratch env's Python:", "", "```python", rec.probe.strip(), "```", "",
+              "| release | declared range admits it | install | probe | rc | last line of stderr |",
+              "|---|---|---|---|---|---|"]
+    for r in rec.releases:
+        err = (r.stderr_last if r.works is False else "") or (r.install_error if r.install == "failed" else "")
+        install = r.install + (f" ({', '.join(f'{k} {v}' for k, v in r.moved.items())})" if r.moved else "")
+        lines.append(f"| {r.version} | {'yes' if r.admitted else 'no'} | {install} | {works[r.works]} | "
+                     f"{'' if r.rc is None else r.rc} | {err.replace('|', '/')[:160]} |")
+    lines.append("")
+    status = {r.version: "fails" if r.works is False else "not installable" for r in rec.releases}
+    if rec.windows:
+        lines.append("Working window among the tested releases: "
+                     + "; ".join(_range_text(w, status) for w in rec.windows) + ".")
+    else:
+        lines.append("No tested release works.")
+    lines.append("")
+    for f in rec.flags:
+        lines.append(f"**Flag:** {f}.")
+    if not rec.flags:
+        lines.append("No flag: every tested release inside the declared range works, and every tested "
+                     "release outside it fails or was not installable.")
+    for n in rec.notes:
+        lines += ["", f"Note: {n}."]
+    lines += ["", f"Probed {rec.created_at} on leg env compat id {rec.leg_compat_id}; releases listed "
+                  f"from {rec.index}. Only the releases in the table were tested; this record says nothing "
+                  "about the untested releases between them."]
+    return "\n".join(lines) + "\n"
