@@ -111,8 +111,14 @@ def _check_mixed(g: list[dict], leg: str, model: str, workload: str) -> None:
 
 
 def canonicalize(ds: Dataset, *, series: str | None = None, arm: str = "default",
-                 allow_reused: bool = False) -> Canonical:
-    """Apply the rule (RULE) to `ds` and return the canonical cells, runs and exclusions."""
+                 allow_reused: bool | None = None) -> Canonical:
+    """Apply the rule (RULE) to `ds` and return the canonical cells, runs and exclusions.
+
+    `allow_reused=None` takes the study's own declaration (`allow_reused:` in study.yaml, for a
+    study deliberately measured across several resumed invocations); the default is strict.
+    """
+    if allow_reused is None:
+        allow_reused = bool(ds.study.extra.get("allow_reused", False))
     series = series or ds.study.main_series
     df = ds.records
     sel = df[(df["series"] == series) & (df["arm"] == arm)].copy()

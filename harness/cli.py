@@ -120,13 +120,15 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("tables", help="CANONICAL.md, MANIFEST.md, tables/, compare/ and export/ from a study folder")
     s.add_argument("study_dir", type=Path, help="study folder (results/<study>)")
     s.add_argument("--out", type=Path, help="output folder (default: STUDY_DIR/derived)")
-    s.add_argument("--allow-reused", action="store_true", help="let runs reused by --resume be canonical")
+    s.add_argument("--allow-reused", action="store_true", default=None,
+                   help="let runs reused by --resume be canonical (default: as study.yaml declares)")
     s.set_defaults(func=cmd_tables)
 
     s = sub.add_parser("export", help="the canonical runs as Parquet + CSV + data dictionary")
     s.add_argument("study_dir", type=Path, help="study folder (results/<study>)")
     s.add_argument("--out", type=Path, help="output folder (default: STUDY_DIR/derived/export)")
-    s.add_argument("--allow-reused", action="store_true", help="let runs reused by --resume be canonical")
+    s.add_argument("--allow-reused", action="store_true", default=None,
+                   help="let runs reused by --resume be canonical (default: as study.yaml declares)")
     s.set_defaults(func=cmd_export)
 
     s = sub.add_parser("tiny-model", help="build the tiny random-weight Llama (no hub)")

@@ -308,7 +308,7 @@ def _move_into(scratch: Path, out_dir: Path) -> list[Path]:
     return written
 
 
-def write_study(study_dir: Path, out_dir: Path | None = None, *, allow_reused: bool = False) -> tuple[Canonical, list[Path]]:
+def write_study(study_dir: Path, out_dir: Path | None = None, *, allow_reused: bool | None = None) -> tuple[Canonical, list[Path]]:
     """Everything derived from a study folder: CANONICAL.md, MANIFEST.md, tables/ (with the failure
     attribution), compare/ and export/, under `out_dir` (default: `<study_dir>/derived`)."""
     from harness.canonical import canonical_md, canonicalize
