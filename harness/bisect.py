@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import time
@@ -43,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
 from harness import __version__, guard, leg as legmod, paths, record, stats
-from harness.errors import InvalidFileError, LegEnvError, UserError
+from harness.errors import LegEnvError, UserError
 from harness.leg import LegEnv, LegSpec
 from harness.record import RunRecord
 from harness.scenario import Scenario, load_scenario, scenario_path
@@ -561,19 +560,7 @@ def write_record(rec: BisectRecord, path: Path) -> Path:
 
 
 def read_record(path: Path) -> BisectRecord:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidFileError(path, "no such file") from None
-    except (OSError, ValueError) as e:
-        raise InvalidFileError(path, f"not a JSON record: {e}") from None
-    if not isinstance(data, dict) or data.get("kind") != "bisect":
-        raise InvalidFileError(path, "not a bisect record")
-    version = data.get("schema_version")
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise InvalidFileError(path, f"schema_version {version!r} is not one this harness reads "
-                                     f"(<= {SCHEMA_VERSION}); upgrade the harness")
-    return BisectRecord.model_validate(data)
+    return record.read_typed(path, "bisect", BisectRecord, SCHEMA_VERSION)
 
 
 def read_records(root: Path = RESULTS_DIR) -> list[BisectRecord]:

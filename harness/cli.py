@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness import __version__, paths
+from harness import __version__
 from harness.errors import UserError
 
 

@@ -196,3 +196,23 @@ def read(path: Path) -> RunRecord:
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     return RunRecord.model_validate(migrate(data, Path(path)))
+
+
+def read_typed(path: Path, kind: str, model: type[BaseModel], schema_version: int) -> BaseModel:
+    """A JSON record of another kind (a bisect or window record) that carries `kind` and
+    `schema_version`; one-line errors name the file."""
+    from harness.errors import InvalidFileError
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidFileError(path, "no such file") from None
+    except (OSError, ValueError) as e:
+        raise InvalidFileError(path, f"not a JSON record: {e}") from None
+    if not isinstance(data, dict) or data.get("kind") != kind:
+        raise InvalidFileError(path, f"not a {kind} record")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version > schema_version:
+        raise InvalidFileError(path, f"schema_version {version!r} is not one this harness reads "
+                                     f"(<= {schema_version}); upgrade the harness")
+    return model.model_validate(data)

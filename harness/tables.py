@@ -226,9 +226,9 @@ def compare(canon: Canonical, leg_a: str, leg_b: str) -> tuple[Table, Table]:
     a, b = _leg(canon, leg_a), _leg(canon, leg_b)
     if a == b:
         raise UserError(f"compare: {leg_a!r} and {leg_b!r} are the same leg")
-    return (_metric_table(canon, "throughput", [a, b], f"compare-throughput",
+    return (_metric_table(canon, "throughput", [a, b], "compare-throughput",
                           f"Throughput, {a[1]} vs {b[1]} (tok/s, higher is better)"),
-            _metric_table(canon, "latency", [a, b], f"compare-latency",
+            _metric_table(canon, "latency", [a, b], "compare-latency",
                           f"Latency, {a[1]} vs {b[1]} (ms/tok, lower is better)"))
 
 

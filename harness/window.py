@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
 from harness import __version__, leg as legmod, paths, record
-from harness.errors import InvalidFileError, LegEnvError, UserError
+from harness.errors import LegEnvError, UserError
 from harness.leg import LegEnv, LegSpec
 
 SCHEMA_VERSION = 1
@@ -518,19 +518,7 @@ def write_record(rec: WindowRecord, path: Path) -> Path:
 
 
 def read_record(path: Path) -> WindowRecord:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidFileError(path, "no such file") from None
-    except (OSError, ValueError) as e:
-        raise InvalidFileError(path, f"not a JSON record: {e}") from None
-    if not isinstance(data, dict) or data.get("kind") != "window":
-        raise InvalidFileError(path, "not a window record")
-    version = data.get("schema_version")
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise InvalidFileError(path, f"schema_version {version!r} is not one this harness reads "
-                                     f"(<= {SCHEMA_VERSION}); upgrade the harness")
-    return WindowRecord.model_validate(data)
+    return record.read_typed(path, "window", WindowRecord, SCHEMA_VERSION)
 
 
 def read_records(root: Path = RESULTS_DIR) -> list[WindowRecord]:
