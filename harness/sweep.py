@@ -273,9 +273,12 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
             def on_done(p: PlannedRun, rec: RunRecord, reused: bool) -> None:
                 records.append(rec)
                 counts["reused" if reused else "measured"] += 1
-                index["runs"].append({"run_id": p.spec.run_id, "fingerprint": p.spec.fingerprint,
-                                      "status": rec.status, "reused": reused,
-                                      "measured_by": rec.invocation_id, "attempt": rec.attempt})
+                entry = {"run_id": p.spec.run_id, "fingerprint": p.spec.fingerprint,
+                         "status": rec.status, "reused": reused, "measured_by": rec.invocation_id,
+                         "attempt": rec.attempt, "runner": rec.runner, "node": rec.node}
+                if not reused and rec.manifest.get("lost_attempts"):
+                    entry["lost_attempts"] = rec.manifest["lost_attempts"]  # runs retried after a lost node
+                index["runs"].append(entry)
                 record.write_json_atomic(index_path, index)
                 value = rec.metrics.throughput_tok_s or rec.metrics.ms_per_token
                 shown = f"{value:,.2f}" if value else (rec.failure.reason[:80] if rec.failure else "")
