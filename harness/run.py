@@ -151,7 +151,7 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def kill_group(pgid: int, grace_s: float = 10.0) -> None:
+def kill_group(pgid: int, grace_s: float = 10.0, leader: subprocess.Popen | None = None) -> None:
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(pgid, sig)
@@ -159,6 +159,8 @@ def kill_group(pgid: int, grace_s: float = 10.0) -> None:
             return
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
+            if leader is not None:
+                leader.poll()  # a dead but unreaped leader keeps its group "alive"
             try:
                 os.killpg(pgid, 0)
             except ProcessLookupError:
@@ -174,7 +176,7 @@ def process_group(cmd: list[str], *, env: dict[str, str], log: Path, cwd: Path) 
     try:
         yield proc
     finally:
-        kill_group(proc.pid, grace_s=2.0 if proc.poll() is not None else 10.0)
+        kill_group(proc.pid, grace_s=2.0 if proc.poll() is not None else 10.0, leader=proc)
         with contextlib.suppress(Exception):
             proc.wait(timeout=5)
 
