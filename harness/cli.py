@@ -102,6 +102,14 @@ def cmd_window(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(a: argparse.Namespace) -> int:
+    from harness.report import main_summary, render
+
+    strict = a.strict_claims if a.strict_claims else None
+    print(main_summary(render(a.study_dir, a.out, strict_claims=strict, quarto=a.quarto)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from harness.sweep import SweepArgs
 
@@ -130,6 +138,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--allow-reused", action="store_true", default=None,
                    help="let runs reused by --resume be canonical (default: as study.yaml declares)")
     s.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("report", help="REPORT.md, the HTML page and the dataset card (quarto if installed, "
+                                      "else index.qmd's cells through a Jupyter kernel)")
+    s.add_argument("study_dir", type=Path, help="study folder (results/<study>)")
+    s.add_argument("--out", type=Path, help="output folder (default: STUDY_DIR/report)")
+    s.add_argument("--strict-claim", dest="strict_claims", action="append", default=[], metavar="ID",
+                   help="fail the render if this claim (an id, fnmatch pattern, or 'all') does not hold "
+                        "(repeatable; default: study.yaml's report.strict_claims)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--quarto", dest="quarto", action="store_true", default=None, help="require quarto")
+    g.add_argument("--no-quarto", dest="quarto", action="store_false",
+                   help="use the Jupyter kernel even if quarto is installed")
+    s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("tiny-model", help="build the tiny random-weight Llama (no hub)")
     s.add_argument("--dest", type=Path)

@@ -1,0 +1,370 @@
+"""The report: index.qmd's cells executed through a real Jupyter kernel (nbclient), REPORT.md, the HTML
+page and the dataset card; headline claims checked against the data.
+
+Studies: the transcribed B200 reference (its report must reproduce the published tables' figures),
+the measured H200 study, and FAKE studies written by `studygen` with made-up values chosen so that a
+claim holds or does not. The quarto path is exercised with a FAKE `quarto` command (quarto cannot be
+installed here); everything else is real.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from harness import paths, report
+from harness.report import ClaimFailed, card_body, findings, load_study, parse_qmd, render
+
+try:
+    from published_b200 import plain, read_table
+    from studygen import simple_study
+    from test_published_tables import ROUNDING_LIMITED
+except ImportError:  # tests/ imported as a package
+    from tests.published_b200 import plain, read_table
+    from tests.studygen import simple_study
+    from tests.test_published_tables import ROUNDING_LIMITED
+
+B200 = paths.RESULTS / "b200-reference"
+H200 = paths.RESULTS / "h200"
+needs_b200 = pytest.mark.skipif(not (B200 / "study.yaml").exists(), reason="results/b200-reference not present")
+
+
+def _study(tmp: Path, name: str, *, dense_29: float = 1.0, regress: bool = True) -> Path:
+    """FAKE three-leg study: a dense Llama (3 repeats per leg, 0.29 at `dense_29` x 0.26), a MoE model
+    that jumps on 0.29, and (with `regress`) a model slower on 0.26 than on 0.18."""
+    base = [1000.0, 1006.0, 994.0]
+    values: dict[tuple[str, str, str], list[float] | None] = {
+        ("0.18", "Llama-3.1-8B", "mixed"): base,
+        ("0.26", "Llama-3.1-8B", "mixed"): [v * 1.01 for v in base],
+        ("0.29", "Llama-3.1-8B", "mixed"): [v * 1.01 * dense_29 for v in base],
+        ("0.18", "Mixtral-8x7B", "mixed"): [500.0], ("0.26", "Mixtral-8x7B", "mixed"): [510.0],
+        ("0.29", "Mixtral-8x7B", "mixed"): [1300.0],
+        ("0.18", "Llama-3.1-8B", "single-request"): [3.8], ("0.26", "Llama-3.1-8B", "single-request"): [3.7],
+        ("0.29", "Llama-3.1-8B", "single-request"): [3.7],
+        ("0.18", "GLM-5", "mixed"): None, ("0.26", "GLM-5", "mixed"): [400.0], ("0.29", "GLM-5", "mixed"): [420.0],
+    }
+    if regress:
+        values |= {("0.18", "Qwen3-VL-8B", "image"): [700.0], ("0.26", "Qwen3-VL-8B", "image"): [490.0],
+                   ("0.29", "Qwen3-VL-8B", "image"): [800.0]}
+    return simple_study(tmp / name, values, model_order=["Llama-3.1-8B", "Mixtral-8x7B", "Qwen3-VL-8B", "GLM-5"])
+
+
+def _by_id(claims):
+    return {c.id: c for c in claims}
+
+
+# --- claims, without the kernel ------------------------------------------------------------------
+
+def test_flat_claim_holds_then_changes_its_sentence_when_dense_ratios_become_1_2x(tmp_path):
+    flat = _by_id(load_study(_study(tmp_path, "flat")).claims)
+    c = flat["flat-dense@0.26-0.29"]
+    assert c.holds and c.sentence.startswith("Dense models are essentially flat (1.00x")
+    assert "interval contains 1.00x on 1 of 1 rows" in c.sentence
+
+    moved = _by_id(load_study(_study(tmp_path, "moved", dense_29=1.2)).claims)
+    c = moved["flat-dense@0.26-0.29"]
+    assert not c.holds
+    assert "essentially flat" not in c.sentence
+    assert "not flat: `Llama-3.1-8B` mixed at 1.20x" in c.sentence
+    # The reference-model claim moves with it: the spread across legs is now printed as such.
+    assert not moved["reference-flat"].holds and "is not flat across the legs" in moved["reference-flat"].sentence
+
+
+def test_a_strict_claim_that_stops_holding_raises(tmp_path):
+    st = load_study(_study(tmp_path, "moved", dense_29=1.2))
+    with pytest.raises(ClaimFailed, match=r"claim flat-dense@0\.26-0\.29 no longer holds.*1\.20x"):
+        findings(st.canon, strict=["flat-dense@*"], others=st.series)
+    # Holding claims pass strict mode; an id the data does not make is refused, not ignored.
+    findings(st.canon, strict=["single-jump@0.26-0.29", "not-monotonic"], others=st.series)
+    with pytest.raises(ClaimFailed, match="is not made by this study's data"):
+        findings(st.canon, strict=["flat-asr@0.26-0.29"], others=st.series)
+
+
+def test_non_monotonic_claim_follows_the_data(tmp_path):
+    yes = _by_id(load_study(_study(tmp_path, "regress")).claims)["not-monotonic"]
+    assert yes.holds
+    assert ("`Qwen3-VL-8B` is slower on 0.26 than on 0.18 (image 700 → 490, i.e. 0.70x) and is back above 0.18 "
+            "only on 0.29 (800)") in yes.sentence
+    no = _by_id(load_study(_study(tmp_path, "steady", regress=False)).claims)["not-monotonic"]
+    assert not no.holds and no.sentence.startswith("Version progress is monotonic in this data")
+    with pytest.raises(ClaimFailed, match="not-monotonic"):
+        load_study(_study(tmp_path, "steady2", regress=False), strict_claims="not-monotonic")
+
+
+def test_study_yaml_can_make_claims_strict(tmp_path):
+    d = _study(tmp_path, "declared", dense_29=1.2)
+    meta = yaml.safe_load((d / "study.yaml").read_text())
+    meta["report"] = {"strict_claims": ["flat-dense@0.26-0.29"]}
+    (d / "study.yaml").write_text(yaml.safe_dump(meta))
+    with pytest.raises(ClaimFailed):
+        load_study(d)
+    assert load_study(d, strict_claims=[]).claims  # an explicit empty list overrides the declaration
+
+
+@needs_b200
+def test_b200_claims_hold_as_published():
+    """The published page's headline claims, each checked from the transcribed records."""
+    st = load_study(B200)
+    c = _by_id(st.claims)
+    for cid in ("reference-flat", "runs-at-all@0.18-0.26", "no-general-speedup@0.18-0.26", "single-jump@0.18-0.26",
+                "winners@0.26-0.29", "flat-dense@0.26-0.29", "flat-asr@0.26-0.29", "not-monotonic",
+                "regression-repeated", "newest-lowest"):
+        assert c[cid].holds, (cid, c[cid].sentence)
+    # What the data does not support is said as the data says it: two models gain 2x on 0.26 -> 0.29,
+    # and Qwen2-VL video is a multimodal row that is not flat.
+    assert not c["single-jump@0.26-0.29"].holds
+    assert "`Qwen2-VL-7B-Instruct` video at 1.19x" in c["flat-multimodal@0.26-0.29"].sentence
+
+
+def test_h200_says_every_number_was_measured_counting_reused_runs():
+    if not (H200 / "study.yaml").exists():
+        pytest.skip("results/h200 not present")
+    st = load_study(H200)
+    assert st.ds.study.extra.get("allow_reused") is True
+    runs = st.canon.runs
+    reused = int(runs["reused"].map(lambda v: v is True).sum())
+    assert reused > 0
+    text = report.intro_md(st)
+    assert text.startswith("**Every number in this report was measured by this harness**")
+    assert f"{reused} of the {len(runs)} runs behind the tables were measured by an earlier invocation" in text
+    assert "reused by `--resume`" in text and "so these too are measured numbers" in text
+    assert "ranscribed" not in text
+    # One leg: no comparison is claimed.
+    assert st.claims == () and "compares no versions" in report.headline_md(st)
+
+
+# --- the qmd -------------------------------------------------------------------------------------
+
+def test_index_qmd_is_thin_parameters_import_and_short_cells():
+    header, chunks = parse_qmd(report.QMD.read_text(encoding="utf-8"))
+    assert header["execute"]["echo"] is False and header["format"]["gfm"]["output-file"] == "REPORT.md"
+    code = [c for c in chunks if c.kind == "code"]
+    assert "parameters" in code[0].options["tags"] and "study =" in code[0].text
+    assert code[1].text.startswith("from harness import report")
+    for c in code[2:]:
+        assert c.options.get("output") == "asis" or str(c.options.get("label", "")).startswith("fig-"), c.text
+        assert len(c.text.splitlines()) <= 3, c.text
+    labels = {c.options.get("label") for c in code}
+    assert {"fig-coverage", "fig-ratios", "fig-dispersion"} <= labels
+
+
+def test_cells_honour_echo_and_asis_through_the_kernel(tmp_path):
+    qmd = tmp_path / "t.qmd"
+    qmd.write_text(textwrap.dedent('''\
+        ---
+        execute:
+          echo: false
+        ---
+
+        ```{python}
+        #| tags: [parameters]
+        x = 1
+        ```
+
+        Text with a reference to @fig-one.
+
+        ```{python}
+        #| output: asis
+        print(f"**x is {x}**")
+        ```
+
+        ```{python}
+        #| echo: true
+        print("plain")
+        ```
+
+        ```{python}
+        #| label: fig-one
+        #| fig-cap: "One figure."
+        from harness.report import Png
+        import base64
+        Png(base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="))
+        ```
+        '''))
+    header, chunks = parse_qmd(qmd.read_text())
+    nb, behind = report.to_notebook(chunks, {"x": 7})
+    report.execute(nb, cwd=tmp_path)
+    md, figs = report.stitch(nb, behind, header, tmp_path / "figures")
+    assert "**x is 7**" in md                                  # injected parameter, asis output
+    assert "x = 1" not in md                                   # echo: false
+    assert "```python\nprint(\"plain\")\n```" in md and "```\nplain\n```" in md   # echo: true, plain output
+    assert "![Figure 1: One figure.](figures/fig-one.png)" in md and "reference to Figure 1." in md
+    assert [p.name for p in figs] == ["fig-one.png"] and figs[0].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_cell_that_raises_stops_the_render(tmp_path):
+    qmd = tmp_path / "bad.qmd"
+    qmd.write_text("```{python}\nraise ValueError('broken cell')\n```\n")
+    header, chunks = parse_qmd(qmd.read_text())
+    nb, _ = report.to_notebook(chunks, {})
+    with pytest.raises(report.RenderError, match="ValueError: broken cell"):
+        report.execute(nb, cwd=tmp_path)
+
+
+# --- whole renders through the kernel ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def b200_render(tmp_path_factory):
+    if not (B200 / "study.yaml").exists():
+        pytest.skip("results/b200-reference not present")
+    out = tmp_path_factory.mktemp("b200") / "report"
+    said: list[str] = []
+    res = render(B200, out, quarto=False, say=said.append)
+    return res, said
+
+
+def test_b200_render_writes_report_card_html_and_data(b200_render):
+    res, said = b200_render
+    assert res.engine == "kernel" and "quarto is not on PATH" in said[0]
+    md = res.report.read_text(encoding="utf-8")
+    card = res.card.read_text(encoding="utf-8")
+    assert card_body(card) == md                       # the card's body is the report, byte for byte
+    meta = yaml.safe_load(card.split("---\n")[1])
+    assert meta["license"] and meta["pretty_name"].startswith("vLLM 0.18 / 0.26 / 0.29")
+    assert "transcribed" in meta["tags"] and "benchmark" in meta["tags"]
+    default = next(c for c in meta["configs"] if c.get("default"))
+    data = pd.read_parquet(res.out_dir / default["data_files"][0]["path"])
+    assert len(data) == 190 and set(data["provenance"]) == {"transcribed"}
+    for c in meta["configs"]:
+        assert (res.out_dir / c["data_files"][0]["path"]).exists()
+    html = res.html.read_text(encoding="utf-8")
+    assert "<table>" in html and '<img alt="Figure 1' in html and "<title>vLLM 0.18 / 0.26 / 0.29" in html
+    for name in ("fig-coverage.png", "fig-ratios.png", "fig-dispersion.png"):
+        assert (res.out_dir / "figures" / name).read_bytes()[:4] == b"\x89PNG"
+        assert f"figures/{name}" in md and f'src="figures/{name}"' in html
+    assert (res.out_dir / "CANONICAL.md").exists() and (res.out_dir / "MANIFEST.md").exists()
+
+
+def test_b200_report_is_labelled_transcribed(b200_render):
+    md = b200_render[0].report.read_text(encoding="utf-8")
+    assert md.splitlines()[2].startswith("**Transcribed, not measured.** Every figure in this report is "
+                                         "transcribed from B200 study report (REPORT.md)")
+    assert "None was measured by this harness" in md
+    assert "Every number in this report was measured" not in md
+    assert md.count("transcribed from B200 study report (REPORT.md), not measured by this harness") >= 3
+
+
+def _printed_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+@pytest.mark.parametrize("name", ["throughput", "latency"])
+def test_b200_report_reproduces_the_published_tables(b200_render, name):
+    """Every printed figure; every printed ratio except the named rounding-limited ones, whose rows
+    must still match up to the ratio cells (test_published_tables checks those ratios' bounds)."""
+    md = b200_render[0].report.read_text(encoding="utf-8")
+    pub = read_table(name)
+    assert _printed_row(pub.header) in md
+    whole = 0
+    for row in pub.rows:
+        limited = [col for col in pub.header[6:] if (name, plain(row[0]), row[2], col) in ROUNDING_LIMITED]
+        if not limited:
+            assert _printed_row(row) in md, row
+            whole += 1
+        else:
+            assert "\n" + _printed_row(row[:6])[:-2] + " | " in md, row
+    assert whole == len(pub.rows) - len({(m, w) for t, m, w, _ in ROUNDING_LIMITED if t == name})
+
+
+def test_b200_headline_numbers_are_the_published_ones(b200_render):
+    md = b200_render[0].report.read_text(encoding="utf-8")
+    for text in (
+        "| 0.18 | 13/15 | `GLM-5.2-NVFP4`, `gemma-4-26B-A4B-it` |",
+        "13 of 15 models support a three-way comparison",
+        "(21,943 / 22,263 / 22,157 tok/s)",
+        "The single large jump is `gpt-oss-120b` mixed at 3.31x (7,304 → 24,184 tok/s)",
+        "The winners are `GLM-5.2-NVFP4` mixed at 2.47x, `Qwen3-VL-235B-A22B-Instruct-FP8` image at 2.08x, "
+        "`Qwen3-Next-80B-A3B-Instruct` mixed at 1.76x and `Kimi-Linear-48B-A3B-Instruct` mixed at 1.69x",
+        "(image 7,004 → 4,896, i.e. 0.70x) and is back above 0.18 only on 0.29 (10,175)",
+        "image 0.70x [0.69, 0.73]", "against a gap of 42%",
+        "`Qwen3-VL-8B-Instruct` image is flat across all three legs (15,582 / 15,496 / 15,336), with 0.29 "
+        "marginally lowest",
+        "6 models run on 0.18 only under a dependency pin (`nvidia-cutlass-dsl==4.5.3`)",
+        "| 0.18 | 0.18.0 | 2.10.0+cu128 | 12.8 | 4.57.6 | 4.8.0 (7 models) → 4.5.3 (6 models) | "
+        "no: nvidia-cutlass-dsl |",
+        "Only `cutlass-dsl-4.5.3` flips every outcome",
+    ):
+        assert text in md, text
+    # The H200 companion's figures are not in this dataset, so they are not in the report.
+    for absent in ("11,290", "6,539", "4,614", "H200"):
+        assert absent not in md
+
+
+def test_generated_study_render_changes_the_flat_sentence(tmp_path):
+    """A FAKE study whose 0.26 -> 0.29 dense ratio is 1.2x, rendered through the kernel."""
+    d = _study(tmp_path, "moved", dense_29=1.2)
+    res = render(d, quarto=False, say=lambda s: None)
+    assert res.out_dir == d / "report"
+    md = res.report.read_text(encoding="utf-8")
+    assert card_body(res.card.read_text(encoding="utf-8")) == md
+    assert "not flat: `Llama-3.1-8B` mixed at 1.20x" in md
+    assert "Dense models are essentially flat" not in md.split("**0.26 → 0.29.**")[1].split("\n")[0]
+    assert "**Every number in this report was measured by this harness**" in md and "ranscribed" not in md
+    assert res.html.exists() and (res.out_dir / "export" / "canonical.parquet").exists()
+
+
+def test_strict_claim_fails_the_cli_loudly_and_writes_nothing(tmp_path):
+    d = _study(tmp_path, "moved", dense_29=1.2)
+    proc = subprocess.run([sys.executable, "-m", "harness", "report", str(d), "--out", str(tmp_path / "out"),
+                           "--no-quarto", "--strict-claim", "flat-dense@0.26-0.29"],
+                          capture_output=True, text=True, cwd=paths.PROJ_ROOT)
+    assert proc.returncode == 2
+    err = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and "claim flat-dense@0.26-0.29 no longer holds" in err[0] and "1.20x" in err[0]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    assert not list(tmp_path.glob(".report-*"))
+
+
+# --- the quarto path -----------------------------------------------------------------------------
+
+FAKE_QUARTO = """#!PYTHON
+# FAKE quarto: records its arguments and writes what `quarto render` would, from the parameter.
+import json, pathlib, sys
+args = sys.argv[1:]
+pathlib.Path("LOG").write_text(json.dumps(args))
+out = pathlib.Path(args[args.index("--output-dir") + 1])
+params = dict(args[i + 1].split(":", 1) for i, a in enumerate(args) if a == "-P")
+(out / "REPORT.md").write_text("# fake\\n\\nstudy " + params["study"] + "\\n")
+(out / "index.html").write_text("<html></html>\\n")
+"""
+
+
+def test_quarto_on_path_renders_with_the_study_as_a_parameter(tmp_path, monkeypatch):
+    """FAKE quarto: what matters is the command line and what render does with quarto's output."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "argv.json"
+    exe = bin_dir / "quarto"
+    exe.write_text(FAKE_QUARTO.replace("PYTHON", sys.executable).replace("LOG", str(log)))
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    d = _study(tmp_path, "q")
+    said: list[str] = []
+    res = render(d, tmp_path / "out", say=said.append)
+    import json
+    argv = json.loads(log.read_text())
+    assert res.engine == "quarto" and said[0].startswith("report: quarto found")
+    assert argv[:2] == ["render", str(report.QMD)]
+    assert ["-P", f"study:{d.resolve()}"] == argv[argv.index("-P"):argv.index("-P") + 2]
+    assert "strict_claims:auto" in argv
+    md = res.report.read_text()
+    assert md == f"# fake\n\nstudy {d.resolve()}\n"
+    assert card_body(res.card.read_text()) == md                  # the card is built the same way
+    assert (res.out_dir / "export" / "canonical.parquet").exists()
+    with pytest.raises(report.UserError, match="quarto"):
+        monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+        render(d, tmp_path / "out2", quarto=True, say=said.append)
+
+
+def test_not_a_study_is_one_line_error(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "harness", "report", str(tmp_path / "nope")],
+                          capture_output=True, text=True, cwd=paths.PROJ_ROOT)
+    assert proc.returncode == 2 and proc.stderr.strip() == f"error: {tmp_path / 'nope'}: no such study folder"
