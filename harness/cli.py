@@ -103,7 +103,7 @@ def cmd_window(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from harness.report import main_summary, render
+    from harness.render import main_summary, render
 
     strict = a.strict_claims if a.strict_claims else None
     print(main_summary(render(a.study_dir, a.out, strict_claims=strict, quarto=a.quarto)))

@@ -20,7 +20,10 @@ import pytest
 import yaml
 
 from harness import paths, report
-from harness.report import ClaimFailed, card_body, findings, load_study, parse_qmd, render
+from harness import render as rendering
+from harness.errors import UserError
+from harness.render import ClaimFailed, RenderError, card_body, parse_qmd, render
+from harness.report import findings, load_study
 
 try:
     from published_b200 import plain, read_table
@@ -143,7 +146,7 @@ def test_h200_says_every_number_was_measured_counting_reused_runs():
 # --- the qmd -------------------------------------------------------------------------------------
 
 def test_index_qmd_is_thin_parameters_import_and_short_cells():
-    header, chunks = parse_qmd(report.QMD.read_text(encoding="utf-8"))
+    header, chunks = parse_qmd(rendering.QMD.read_text(encoding="utf-8"))
     assert header["execute"]["echo"] is False and header["format"]["gfm"]["output-file"] == "REPORT.md"
     code = [c for c in chunks if c.kind == "code"]
     assert "parameters" in code[0].options["tags"] and "study =" in code[0].text
@@ -189,9 +192,9 @@ def test_cells_honour_echo_and_asis_through_the_kernel(tmp_path):
         ```
         '''))
     header, chunks = parse_qmd(qmd.read_text())
-    nb, behind = report.to_notebook(chunks, {"x": 7})
-    report.execute(nb, cwd=tmp_path)
-    md, figs = report.stitch(nb, behind, header, tmp_path / "figures")
+    nb, behind = rendering.to_notebook(chunks, {"x": 7})
+    rendering.execute(nb, cwd=tmp_path)
+    md, figs = rendering.stitch(nb, behind, header, tmp_path / "figures")
     assert "**x is 7**" in md                                  # injected parameter, asis output
     assert "x = 1" not in md                                   # echo: false
     assert "```python\nprint(\"plain\")\n```" in md and "```\nplain\n```" in md   # echo: true, plain output
@@ -203,9 +206,9 @@ def test_a_cell_that_raises_stops_the_render(tmp_path):
     qmd = tmp_path / "bad.qmd"
     qmd.write_text("```{python}\nraise ValueError('broken cell')\n```\n")
     header, chunks = parse_qmd(qmd.read_text())
-    nb, _ = report.to_notebook(chunks, {})
-    with pytest.raises(report.RenderError, match="ValueError: broken cell"):
-        report.execute(nb, cwd=tmp_path)
+    nb, _ = rendering.to_notebook(chunks, {})
+    with pytest.raises(RenderError, match="ValueError: broken cell"):
+        rendering.execute(nb, cwd=tmp_path)
 
 
 # --- whole renders through the kernel ------------------------------------------------------------
@@ -352,14 +355,14 @@ def test_quarto_on_path_renders_with_the_study_as_a_parameter(tmp_path, monkeypa
     import json
     argv = json.loads(log.read_text())
     assert res.engine == "quarto" and said[0].startswith("report: quarto found")
-    assert argv[:2] == ["render", str(report.QMD)]
+    assert argv[:2] == ["render", str(rendering.QMD)]
     assert ["-P", f"study:{d.resolve()}"] == argv[argv.index("-P"):argv.index("-P") + 2]
     assert "strict_claims:auto" in argv
     md = res.report.read_text()
     assert md == f"# fake\n\nstudy {d.resolve()}\n"
     assert card_body(res.card.read_text()) == md                  # the card is built the same way
     assert (res.out_dir / "export" / "canonical.parquet").exists()
-    with pytest.raises(report.UserError, match="quarto"):
+    with pytest.raises(UserError, match="quarto"):
         monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
         render(d, tmp_path / "out2", quarto=True, say=said.append)
 

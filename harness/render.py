@@ -1,0 +1,401 @@
+"""Rendering a study's report: index.qmd through `quarto render` where the command exists, else its
+code cells through a Jupyter kernel here; then REPORT.md, the HTML page, the figures, the dataset card
+and the derived tables, written together.
+
+Without quarto: the qmd is split into its YAML header, markdown and ```{python} chunks (`#|` options
+honoured: `echo`, `output: asis`, `label`, `fig-cap`, `include`); the chunks become a notebook, the
+parameters are injected after the cell tagged `parameters` (as papermill and Quarto do), nbclient runs
+it, and the outputs are stitched back between the markdown: asis output as markdown, figures as PNG
+files, echoed code as fenced blocks. python-markdown turns REPORT.md into the HTML page. The dataset
+card `README.md` is a Hugging Face YAML header followed by REPORT.md's text, unchanged, so its body is
+the report by construction.
+
+This module imports nothing heavy at load time, so the kernel starts at once and the derived tables
+are built in a thread while the cells run. The report's content is `harness.report`.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from harness import paths
+from harness.errors import UserError
+
+QMD = paths.PROJ_ROOT / "index.qmd"
+KERNEL = "python3"
+
+
+class ClaimFailed(UserError):
+    """A claim listed as strict is not supported by the data: the render stops."""
+
+
+class RenderError(UserError):
+    """A cell of index.qmd raised, or quarto failed: the report is not written."""
+
+
+def strict_ids(value: Iterable[str] | str | bool | None) -> list[str]:
+    """Strict claim patterns from a parameter: True/"all", a comma-separated string, or a list."""
+    if value is None or value is False:
+        return []
+    if value is True:
+        return ["*"]
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return ["*" if x.strip() == "all" else x.strip() for x in items if x.strip()]
+
+
+def _resolve(study: Path | str) -> Path:
+    p = Path(study)
+    if not p.is_absolute() and not p.exists() and (paths.PROJ_ROOT / p).exists():
+        p = paths.PROJ_ROOT / p
+    return p.resolve()
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(paths.PROJ_ROOT))
+    except ValueError:
+        return path.name
+
+
+# --- the dataset card ----------------------------------------------------------------------------
+
+def card_text(header: str, report_md: str) -> str:
+    """The card: the header, then REPORT.md's text unchanged (so its body *is* the report)."""
+    return header + report_md
+
+
+def card_body(card: str) -> str:
+    """The card without its YAML header."""
+    m = re.match(r"---\n.*?\n---\n", card, flags=re.S)
+    return card[m.end():] if m else card
+
+
+# --- qmd → notebook → markdown -------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class Chunk:
+    kind: Literal["markdown", "code"]
+    text: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+_FENCE = re.compile(r"^```\{python[^}]*\}\s*$")
+
+
+def parse_qmd(text: str, path: Path | str = "index.qmd") -> tuple[dict[str, Any], list[Chunk]]:
+    """The YAML header and the markdown / ```{python} chunks, with each chunk's `#|` options."""
+    header: dict[str, Any] = {}
+    body = text
+    if text.startswith("---\n"):
+        end = text.find("\n---\n", 4)
+        if end < 0:
+            raise RenderError(f"{path}: YAML header is not closed")
+        header = yaml.safe_load(text[4:end]) or {}
+        body = text[end + 5:]
+    chunks: list[Chunk] = []
+    md: list[str] = []
+    lines = body.splitlines()
+    i = 0
+    while i < len(lines):
+        if _FENCE.match(lines[i]):
+            if "".join(md).strip():
+                chunks.append(Chunk(kind="markdown", text="\n".join(md).strip("\n")))
+            md = []
+            j = i + 1
+            while j < len(lines) and lines[j].rstrip() != "```":
+                j += 1
+            if j == len(lines):
+                raise RenderError(f"{path}: code chunk opened on line {i + 1} is not closed")
+            code = lines[i + 1:j]
+            opts = [ln[3:] if ln.startswith("#| ") else ln[2:] for ln in code if ln.startswith("#|")]
+            try:
+                options = yaml.safe_load("\n".join(opts)) or {} if opts else {}
+            except yaml.YAMLError as e:
+                first = str(e).splitlines()[0]
+                raise RenderError(f"{path}: chunk on line {i + 1}: bad `#|` options ({first})") from None
+            src = "\n".join(ln for ln in code if not ln.startswith("#|"))
+            chunks.append(Chunk(kind="code", text=src.strip("\n"), options=options))
+            i = j + 1
+            continue
+        md.append(lines[i])
+        i += 1
+    if "".join(md).strip():
+        chunks.append(Chunk(kind="markdown", text="\n".join(md).strip("\n")))
+    return header, chunks
+
+
+def to_notebook(chunks: Sequence[Chunk], params: dict[str, Any]) -> tuple[Any, list[Chunk]]:
+    """A notebook of the chunks, the parameters injected after the cell tagged `parameters` (as papermill
+    and Quarto do). Returns it with the chunk behind each cell."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "Python 3", "language": "python"}
+    behind: list[Chunk] = []
+    for ch in chunks:
+        if ch.kind == "markdown":
+            nb.cells.append(nbformat.v4.new_markdown_cell(ch.text))
+            behind.append(ch)
+            continue
+        tags = ch.options.get("tags") or []
+        cell = nbformat.v4.new_code_cell(ch.text)
+        cell.metadata["tags"] = list(tags)
+        nb.cells.append(cell)
+        behind.append(ch)
+        if "parameters" in tags and params:
+            src = "\n".join(f"{k} = {v!r}" for k, v in params.items())
+            injected = nbformat.v4.new_code_cell(src)
+            injected.metadata["tags"] = ["injected-parameters"]
+            nb.cells.append(injected)
+            behind.append(Chunk(kind="code", text=src, options={"echo": False, "tags": ["injected-parameters"]}))
+    return nb, behind
+
+
+def execute(nb: Any, *, cwd: Path, timeout_s: int = 600) -> Any:
+    """Run every cell through a Jupyter kernel; a cell that raises stops the render. The kernel's own
+    console output (its start-up notices) goes to a file, shown only if the kernel cannot run."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, DeadKernelError
+
+    client = NotebookClient(nb, kernel_name=KERNEL, timeout=timeout_s, allow_errors=False,
+                            resources={"metadata": {"path": str(cwd)}})
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as log:
+        try:
+            client.execute(stdout=log, stderr=log)
+        except CellExecutionError as e:
+            if e.ename == "ClaimFailed":
+                raise ClaimFailed(e.evalue) from None
+            raise RenderError(f"index.qmd: a cell raised {e.ename}: {e.evalue}") from None
+        except (DeadKernelError, RuntimeError, OSError) as e:
+            log.seek(0)
+            tail = [ln for ln in log.read().splitlines() if ln.strip()][-1:]
+            raise RenderError(f"Jupyter kernel {KERNEL!r} could not run index.qmd ({type(e).__name__}: {e})"
+                              + (f": {tail[0]}" if tail else "")) from None
+    return nb
+
+
+def stitch(nb: Any, behind: Sequence[Chunk], header: dict[str, Any], figures_dir: Path,
+           figures_rel: str = "figures") -> tuple[str, list[Path]]:
+    """The executed notebook as GitHub-flavoured markdown: markdown cells as written, asis outputs as
+    markdown, figures as PNG files under `figures_dir`, echoed code (`echo: true`) as fenced blocks."""
+    import base64
+
+    exe = header.get("execute") or {}
+    echo_default = bool(exe.get("echo", True))
+    parts: list[str] = []
+    written: list[Path] = []
+    fig_no: dict[str, int] = {}
+    for n, (cell, ch) in enumerate(zip(nb.cells, behind)):
+        if ch.kind == "markdown":
+            parts.append(ch.text)
+            continue
+        opts = ch.options
+        if "injected-parameters" in (opts.get("tags") or []):
+            continue
+        if opts.get("echo", echo_default) is True:
+            parts.append(f"```python\n{ch.text}\n```")
+        if opts.get("include", True) is False or opts.get("output", True) is False:
+            continue
+        asis = opts.get("output") == "asis"
+        out: list[str] = []
+        outputs = cell.get("outputs", [])
+        n_img = sum("image/png" in o.get("data", {}) for o in outputs)
+        label = str(opts.get("label") or f"cell-{n}")
+        cap = str(opts.get("fig-cap") or "")
+        if n_img and label.startswith("fig-"):
+            fig_no.setdefault(label, len(fig_no) + 1)
+            cap = f"Figure {fig_no[label]}: {cap}" if cap else f"Figure {fig_no[label]}"
+        k = 0
+        for o in outputs:
+            if o.output_type == "stream":
+                if o.name != "stdout":
+                    continue
+                out.append(o.text if asis else f"```\n{o.text.rstrip()}\n```\n")
+            elif o.output_type in ("display_data", "execute_result"):
+                data = o.get("data", {})
+                if "image/png" in data:
+                    k += 1
+                    figures_dir.mkdir(parents=True, exist_ok=True)
+                    path = figures_dir / (f"{label}.png" if n_img == 1 else f"{label}-{k}.png")
+                    path.write_bytes(base64.b64decode(data["image/png"]))
+                    written.append(path)
+                    alt = cap if n_img == 1 else f"{cap} ({chr(ord('a') + k - 1)})"
+                    out.append(f"![{alt}]({figures_rel}/{path.name})\n")
+                    if k == n_img and cap:
+                        out.append(f"\n*{cap}*\n")
+                elif "text/markdown" in data:
+                    out.append(data["text/markdown"].rstrip() + "\n")
+                elif "text/plain" in data:
+                    out.append(data["text/plain"] + "\n" if asis else f"```\n{data['text/plain']}\n```\n")
+        text = "".join(out).strip("\n")
+        if text:
+            parts.append(text)
+    md = "\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
+    # Cross-references as Quarto writes them in GFM: "@fig-x" becomes "Figure N".
+    md = re.sub(r"@(fig-[\w-]+)", lambda m: f"Figure {fig_no[m.group(1)]}" if m.group(1) in fig_no else m.group(0), md)
+    return md, written
+
+
+# --- HTML ----------------------------------------------------------------------------------------
+
+CSS = """body{font:15px/1.5 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#1f2328}
+main{max-width:1100px;margin:2rem auto;padding:0 1.5rem}
+table{border-collapse:collapse;margin:1rem 0;font-size:13px;display:block;overflow-x:auto}
+th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f6f8fa}code{background:#f6f8fa;padding:0 3px;border-radius:3px;font-size:90%}
+pre{background:#f6f8fa;padding:.8rem;overflow-x:auto}img{max-width:100%}
+h1,h2{border-bottom:1px solid #d8dee4;padding-bottom:.3rem}"""
+
+
+def to_html(report_md: str) -> str:
+    import markdown
+
+    body = markdown.markdown(report_md, extensions=["tables", "fenced_code", "toc", "sane_lists"],
+                             output_format="html5")
+    m = re.search(r"^# (.+)$", report_md, flags=re.M)
+    title = html.escape(m.group(1).replace("`", "")) if m else "Report"
+    return (f"<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{title}</title>\n"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<style>\n{CSS}\n</style>\n"
+            f"</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n")
+
+
+# --- render --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class RenderResult:
+    engine: Literal["quarto", "kernel"]
+    out_dir: Path
+    report: Path
+    card: Path
+    html: Path
+    figures: tuple[Path, ...]
+    derived: tuple[Path, ...]
+    seconds: float
+
+
+def _params(study_dir: Path, strict_claims: Iterable[str] | str | bool | None) -> dict[str, Any]:
+    # Plain strings, as papermill and `quarto render -P` pass them.
+    strict = "" if strict_claims is None else ",".join(strict_ids(strict_claims))
+    return {"study": str(study_dir), "strict_claims": strict if strict_claims is not None else "auto"}
+
+
+def _render_kernel(qmd: Path, params: dict[str, Any], scratch: Path) -> tuple[str, list[Path]]:
+    header, chunks = parse_qmd(qmd.read_text(encoding="utf-8"), qmd)
+    nb, behind = to_notebook(chunks, params)
+    execute(nb, cwd=qmd.parent)
+    md, figs = stitch(nb, behind, header, scratch / "figures")
+    (scratch / "REPORT.md").write_text(md, encoding="utf-8")
+    (scratch / "index.html").write_text(to_html(md), encoding="utf-8")
+    return md, figs
+
+
+def _render_quarto(exe: str, qmd: Path, params: dict[str, Any], scratch: Path) -> tuple[str, list[Path]]:
+    cmd = [exe, "render", str(qmd), "--output-dir", str(scratch)]
+    for k, v in params.items():
+        cmd += ["-P", f"{k}:{v}"]
+    proc = subprocess.run(cmd, cwd=qmd.parent, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()
+        claim = next((ln for ln in tail if "ClaimFailed" in ln), None)
+        if claim:
+            raise ClaimFailed(claim.split("ClaimFailed:", 1)[-1].strip())
+        raise RenderError(f"quarto render {qmd.name} failed (exit {proc.returncode}): {tail[-1] if tail else ''}")
+    report = scratch / "REPORT.md"
+    if not report.exists() or not (scratch / "index.html").exists():
+        raise RenderError(f"quarto render {qmd.name} wrote no REPORT.md / index.html under {scratch}")
+    figs = [p for p in scratch.rglob("*.png")]
+    return report.read_text(encoding="utf-8"), figs
+
+
+def render(study_dir: Path | str, out_dir: Path | str | None = None, *,
+           strict_claims: Iterable[str] | str | bool | None = None, quarto: bool | None = None,
+           qmd: Path = QMD, say: Callable[[str], None] = print) -> RenderResult:
+    """REPORT.md, index.html, figures, the dataset card README.md and the derived tables and export of
+    a study folder, under `out_dir` (default `<study>/report/`). With `quarto` on PATH (and `quarto`
+    not False) `quarto render` runs index.qmd with the study as a parameter; otherwise index.qmd's
+    cells run through a Jupyter kernel here. Says on the console which path it took. Everything is
+    built in a scratch folder first: a failing claim or cell leaves the previous report in place."""
+    t0 = time.monotonic()
+    root = _resolve(study_dir)
+    if not root.is_dir():
+        raise UserError(f"{study_dir}: no such study folder")
+    if not (root / "study.yaml").exists() and not (root / "runs").is_dir():
+        raise UserError(f"{study_dir}: not a study folder (neither study.yaml nor runs/ in it)")
+    if not qmd.exists():
+        raise UserError(f"{qmd}: the report's source is missing")
+    out = Path(out_dir) if out_dir is not None else root / "report"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    exe = shutil.which("quarto") if quarto is not False else None
+    if quarto is True and exe is None:
+        raise UserError("quarto: command not found on PATH (drop --quarto to render through the Jupyter kernel)")
+    params = _params(root, strict_claims)
+    scratch = Path(tempfile.mkdtemp(prefix=".report-", dir=out.parent))
+    # The derived tables are built in a thread while the cells run: the kernel mostly waits.
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        derived_job = pool.submit(_derive, root, scratch)
+        if exe:
+            say(f"report: quarto found ({exe}): quarto render {qmd.name} -P study:{_rel(root)}")
+            md, figs = _render_quarto(exe, qmd, params, scratch)
+            engine: Literal["quarto", "kernel"] = "quarto"
+        else:
+            say(f"report: quarto is not on PATH; executing {qmd.name}'s cells through the Jupyter kernel "
+                f"'{KERNEL}' (nbclient), HTML by python-markdown")
+            md, figs = _render_kernel(qmd, params, scratch)
+            engine = "kernel"
+        canon, derived = derived_job.result()
+        from harness.report import card_header
+
+        card = card_text(card_header(canon, scratch), md)
+        (scratch / "README.md").write_text(card, encoding="utf-8")
+        _move_into(scratch, out)
+    finally:
+        pool.shutdown(wait=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    rel = {p.relative_to(scratch): p for p in figs}
+    return RenderResult(engine=engine, out_dir=out, report=out / "REPORT.md", card=out / "README.md",
+                        html=out / "index.html", figures=tuple(out / r for r in rel),
+                        derived=tuple(out / p.relative_to(scratch) for p in derived),
+                        seconds=time.monotonic() - t0)
+
+
+def _derive(root: Path, scratch: Path) -> tuple[Any, list[Path]]:
+    """CANONICAL.md, MANIFEST.md, tables/, compare/ and export/: what the card's configs point at."""
+    from harness.tables import write_study
+
+    return write_study(root, scratch)
+
+
+def _move_into(scratch: Path, out: Path) -> list[Path]:
+    """Each top-level entry of `scratch` replaces its namesake in `out` (a stale figures/ goes whole)."""
+    out.mkdir(parents=True, exist_ok=True)
+    moved = []
+    for src in sorted(scratch.iterdir()):
+        dst = out / src.name
+        if dst.is_dir() and not dst.is_symlink():
+            shutil.rmtree(dst)
+        elif dst.exists():
+            dst.unlink()
+        os.replace(src, dst)
+        moved.append(dst)
+    return moved
+
+
+def main_summary(res: RenderResult) -> str:
+    """The CLI's closing line."""
+    rel = os.path.relpath(res.out_dir)
+    return (f"report ({res.engine}, {res.seconds:.1f} s): {rel}/REPORT.md, {rel}/index.html, {rel}/README.md "
+            f"(dataset card), {len(res.figures)} figures, {len(res.derived)} derived files")
