@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -306,7 +307,10 @@ def _render_quarto(exe: str, qmd: Path, params: dict[str, Any], scratch: Path) -
     cmd = [exe, "render", str(qmd), "--output-dir", str(scratch)]
     for k, v in params.items():
         cmd += ["-P", f"{k}:{v}"]
-    proc = subprocess.run(cmd, cwd=qmd.parent, capture_output=True, text=True)
+    # Quarto's Jupyter engine runs the kernel of the Python it finds; make that this project's, whatever
+    # is first on PATH (the Makefile does not activate the venv).
+    env = dict(os.environ, QUARTO_PYTHON=os.environ.get("QUARTO_PYTHON", sys.executable))
+    proc = subprocess.run(cmd, cwd=qmd.parent, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()
         claim = next((ln for ln in tail if "ClaimFailed" in ln), None)

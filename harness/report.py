@@ -629,7 +629,9 @@ def about_md(st: Study) -> str:
         rows.append((f"`{_rel(root)}/sweeps/`", f"{_n(sweeps, 'sweep index', 'sweep indexes')}: which invocation "
                                                 f"measured or reused each run"))
     df = pd.DataFrame(rows, columns=["path", "what it is"])
+    desc = str(canon.study.extra.get("description") or "").strip()
     return "\n".join([
+        *([f"> {desc}", ">", "> — the study's own description (`study.yaml`)", ""] if desc else []),
         "This page is the report. `README.md`, `REPORT.md` and `index.html` are one render of `index.qmd` over "
         "the study folder, so the three always say the same.",
         "",

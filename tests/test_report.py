@@ -328,11 +328,12 @@ def test_strict_claim_fails_the_cli_loudly_and_writes_nothing(tmp_path):
 
 # --- the quarto path -----------------------------------------------------------------------------
 
-FAKE_QUARTO = """#!PYTHON
+FAKE_QUARTO = """#!INTERPRETER
 # FAKE quarto: records its arguments and writes what `quarto render` would, from the parameter.
 import json, pathlib, sys
 args = sys.argv[1:]
-pathlib.Path("LOG").write_text(json.dumps(args))
+import os
+pathlib.Path("LOG").write_text(json.dumps(args + ["QUARTO_PYTHON=" + os.environ.get("QUARTO_PYTHON", "")]))
 out = pathlib.Path(args[args.index("--output-dir") + 1])
 params = dict(args[i + 1].split(":", 1) for i, a in enumerate(args) if a == "-P")
 (out / "REPORT.md").write_text("# fake\\n\\nstudy " + params["study"] + "\\n")
@@ -346,7 +347,7 @@ def test_quarto_on_path_renders_with_the_study_as_a_parameter(tmp_path, monkeypa
     bin_dir.mkdir()
     log = tmp_path / "argv.json"
     exe = bin_dir / "quarto"
-    exe.write_text(FAKE_QUARTO.replace("PYTHON", sys.executable).replace("LOG", str(log)))
+    exe.write_text(FAKE_QUARTO.replace("INTERPRETER", sys.executable).replace("LOG", str(log)))
     exe.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     d = _study(tmp_path, "q")
@@ -357,7 +358,7 @@ def test_quarto_on_path_renders_with_the_study_as_a_parameter(tmp_path, monkeypa
     assert res.engine == "quarto" and said[0].startswith("report: quarto found")
     assert argv[:2] == ["render", str(rendering.QMD)]
     assert ["-P", f"study:{d.resolve()}"] == argv[argv.index("-P"):argv.index("-P") + 2]
-    assert "strict_claims:auto" in argv
+    assert "strict_claims:auto" in argv and argv[-1] == f"QUARTO_PYTHON={sys.executable}"
     md = res.report.read_text()
     assert md == f"# fake\n\nstudy {d.resolve()}\n"
     assert card_body(res.card.read_text()) == md                  # the card is built the same way
