@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats as sps
 
 Verdict = Literal["faster", "slower", "no difference detected", "single pass", "missing"]
 
@@ -53,6 +52,8 @@ def ratio(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool 
     common = dict(n_old=len(old_a), n_new=len(new_a), spread_old=spread(old_a), spread_new=spread(new_a))
     if len(old_a) < 2 or len(new_a) < 2:
         return Ratio(value=value, verdict="single pass", **common)
+    from scipy import stats as sps  # imported here: a CLI start should not pay for scipy
+
     res = sps.bootstrap((num, den), lambda a, b, axis=-1: np.median(a, axis=axis) / np.median(b, axis=axis),
                         vectorized=True, paired=False, confidence_level=confidence, n_resamples=n_resamples,
                         method="percentile", random_state=np.random.default_rng(seed))
