@@ -26,7 +26,7 @@ def cmd_crosscheck(a: argparse.Namespace) -> int:
     from harness.crosscheck import crosscheck, crosscheck_md
     from harness.sweep import SweepArgs
 
-    print(crosscheck_md(crosscheck(SweepArgs.from_cli_args(a))), end="")
+    print(crosscheck_md(crosscheck(SweepArgs.from_cli_args(a), prefix_caching=a.prefix_caching)), end="")
     return 0
 
 
@@ -123,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("crosscheck", help="harness vs vLLM's own throughput benchmark, same venv and scenario")
     SweepArgs.add_cli_args(s)
+    s.add_argument("--prefix-caching", action="store_true",
+                   help="leave prefix caching on (vLLM's random prompts then share prefixes by chance)")
     s.set_defaults(func=cmd_crosscheck)
 
     s = sub.add_parser("tables", help="CANONICAL.md, MANIFEST.md, tables/, compare/ and export/ from a study folder")

@@ -25,30 +25,49 @@ VLLM_BENCH = Path(__file__).resolve().parent / "worker" / "vllm_bench.py"
 VLLM_ARM = "vllm-bench"
 
 
-def _twin(spec: RunSpec) -> RunSpec:
-    arm = Arm(name=VLLM_ARM, description="vLLM's own benchmarks/throughput.py, random dataset",
-              engine_args=spec.arm.engine_args, env=spec.arm.env, pins=spec.arm.pins)
-    return dataclasses.replace(spec, arm=arm, worker=VLLM_BENCH)
+HARNESS_ARM = "default"
+# vLLM's random dataset builds prompts of *consecutive* token ids from a random offset, so prompts
+# that draw the same offset are identical and hit the prefix cache (22.7% of prompt tokens on the
+# H200 mixed workload); the harness draws independent random ids. With prefix caching on, the two
+# benchmarks do different work. Off (the default here), they do the same.
+NO_PREFIX_CACHE = {"enable_prefix_caching": False}
 
 
-def crosscheck(args: SweepArgs) -> dict:
+def _arm(spec: RunSpec, name: str, description: str, extra: dict) -> Arm:
+    return Arm(name=name, description=description, engine_args=spec.arm.engine_args | extra,
+               env=spec.arm.env, pins=spec.arm.pins)
+
+
+def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
+    """Harness and vLLM's benchmark back to back. With `prefix_caching=True` the harness side is the
+    scenario's default arm (reusable from a sweep); otherwise both sides run with it off, in arms of
+    their own that canonical selection never takes."""
     sc, study_dir, planned = plan(args)
+    extra = {} if prefix_caching else NO_PREFIX_CACHE
+    suffix = "" if prefix_caching else "-no-prefix-cache"
     pairs: list[PlannedRun] = []
     for p in planned:
         if p.spec.workload.kind != "throughput" or p.spec.arm.name != "default":
             continue
-        twin = _twin(p.spec)
-        run_dir = study_dir / "runs" / twin.run_id
-        pairs.append(PlannedRun(index=len(pairs) + 1, spec=p.spec, run_dir=p.run_dir, reuse=p.reuse))
-        pairs.append(PlannedRun(index=len(pairs) + 1, spec=twin, run_dir=run_dir,
-                                reuse=_reusable_at(run_dir, twin, args) if args.resume else None))
+        ours = p.spec if prefix_caching else dataclasses.replace(
+            p.spec, arm=_arm(p.spec, "harness" + suffix, "the harness, prefix caching off", extra))
+        twin = dataclasses.replace(p.spec, worker=VLLM_BENCH, arm=_arm(
+            p.spec, VLLM_ARM + suffix, "vLLM's own benchmarks/throughput.py, random dataset", extra))
+        for spec in (ours, twin):
+            run_dir = study_dir / "runs" / spec.run_id
+            pairs.append(PlannedRun(index=len(pairs) + 1, spec=spec, run_dir=run_dir,
+                                    reuse=_reusable_at(run_dir, spec, args) if args.resume else None))
     if not pairs:
         raise UserError(f"{args.scenario}: no throughput workload with a default arm to cross-check")
     res = execute_plan(args, sc, study_dir, pairs)
     summary = summarize(res.records)
-    summary |= {"invocation_id": res.invocation_id, "scenario": str(args.scenario)}
-    record.write_json_atomic(study_dir / "crosscheck.json", summary)
-    (study_dir / "crosscheck.md").write_text(crosscheck_md(summary))
+    if args.dry_run:
+        return summary
+    summary |= {"invocation_id": res.invocation_id, "scenario": str(args.scenario),
+                "prefix_caching": prefix_caching}
+    name = "crosscheck" if not prefix_caching else "crosscheck-prefix-caching"
+    record.write_json_atomic(study_dir / f"{name}.json", summary)
+    (study_dir / f"{name}.md").write_text(crosscheck_md(summary))
     return summary
 
 
@@ -62,8 +81,8 @@ def summarize(records: list[record.RunRecord]) -> dict:
         groups.setdefault((r.leg, r.model, r.workload), {}).setdefault(r.arm, []).append(r)
     rows = []
     for (leg, model, wl), by_arm in sorted(groups.items()):
-        ours = [r for r in by_arm.get("default", []) if r.status == "ok"]
-        theirs = [r for r in by_arm.get(VLLM_ARM, []) if r.status == "ok"]
+        ours = [r for arm, rs in by_arm.items() if not arm.startswith(VLLM_ARM) for r in rs if r.status == "ok"]
+        theirs = [r for arm, rs in by_arm.items() if arm.startswith(VLLM_ARM) for r in rs if r.status == "ok"]
         rt = ratio([r.metrics.total_tok_s for r in theirs], [r.metrics.total_tok_s for r in ours])
         share = [r.timing.timed_share for r in ours if r.timing.timed_share]
         rows.append({
@@ -99,6 +118,8 @@ def crosscheck_md(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load(study_dir: Path) -> dict | None:
-    path = study_dir / "crosscheck.json"
+def load(study_dir: Path, *, prefix_caching: bool = False) -> dict | None:
+    path = study_dir / ("crosscheck-prefix-caching.json" if prefix_caching else "crosscheck.json")
+    if not path.exists() and not prefix_caching:
+        path = study_dir / "crosscheck-prefix-caching.json"  # a study measured before the split
     return json.loads(path.read_text()) if path.exists() else None

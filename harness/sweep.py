@@ -12,6 +12,7 @@ import json
 import os
 import time
 import uuid
+from datetime import datetime
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -240,7 +241,8 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
                           f"env={p.spec.leg_env.name}")
         return SweepResult(invocation_id="dry-run", study_dir=study_dir, records=[], measured=0,
                            reused=sum(p.reuse is not None for p in planned), index_path=Path())
-    invocation_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    # Sortable by name in the order invocations started (milliseconds), unique by the suffix.
+    invocation_id = datetime.now().strftime("%Y%m%dT%H%M%S%f")[:-3] + "-" + uuid.uuid4().hex[:6]
     executor = executor or executor_for(args)
     with guard.node_lock() if args.executor == "local" else _null():
         if args.executor == "local":

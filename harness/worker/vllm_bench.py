@@ -25,7 +25,9 @@ def _flags(engine_args: dict) -> list[str]:
         flag = "--" + key.replace("_", "-")
         if value is True:
             out.append(flag)
-        elif value is False or value is None:
+        elif value is False:
+            out.append("--no-" + key.replace("_", "-"))  # vLLM's boolean flags are BooleanOptionalAction
+        elif value is None:
             continue
         elif isinstance(value, (dict, list)):
             out += [flag, json.dumps(value)]

@@ -1,0 +1,57 @@
+"""Crosscheck mechanics with the FAKE bench standing in for both the harness worker and vLLM's
+benchmark (the real comparison needs real engines: see results/*/crosscheck*.md)."""
+
+from __future__ import annotations
+
+import json
+
+from harness import crosscheck as cc
+from harness.sweep import SweepArgs
+from tests.conftest import FAKE_BENCH, write_scenario
+
+SCENARIO = """
+name: t
+legs: [cpu-0.32.0]
+repeats: 2
+models:
+  - {name: m, path: tiny, engine_args: {fake_tok_s: 100.0}}
+workloads:
+  - {name: thr, kind: throughput, input_len: 8, output_len: 4, num_prompts: 2}
+  - {name: lat, kind: latency, input_len: 8, output_len: 4}
+"""
+
+
+def test_pairs_back_to_back_with_prefix_caching_off(tmp_path, fake_sweep, monkeypatch):
+    monkeypatch.setattr(cc, "VLLM_BENCH", FAKE_BENCH)
+    args = SweepArgs(scenario=str(write_scenario(tmp_path, SCENARIO)), results=tmp_path / "r")
+    summary = cc.crosscheck(args)
+    (row,) = summary["rows"]
+    assert row["workload"] == "thr" and row["harness_tok_s"] == [100.0, 100.0] and row["ratio"] == 1.0
+    index = json.loads(sorted((tmp_path / "r" / "t" / "sweeps").glob("*.json"))[-1].read_text())
+    arms = [r["run_id"].split("/")[4] for r in index["runs"]]
+    assert arms == ["harness-no-prefix-cache", "vllm-bench-no-prefix-cache"] * 2  # repetition outermost
+    for r in index["runs"]:
+        spec = json.loads((tmp_path / "r" / "t" / "runs" / r["run_id"] / "spec.json").read_text())
+        assert spec["engine_args"]["enable_prefix_caching"] is False
+    assert (tmp_path / "r" / "t" / "crosscheck.md").read_text().count("| cpu-0.32.0 |") == 1
+
+
+def test_prefix_caching_on_reuses_the_sweeps_default_arm(tmp_path, fake_sweep, monkeypatch):
+    from harness.sweep import sweep
+
+    monkeypatch.setattr(cc, "VLLM_BENCH", FAKE_BENCH)
+    args = SweepArgs(scenario=str(write_scenario(tmp_path, SCENARIO)), results=tmp_path / "r")
+    sweep(args)
+    import dataclasses
+
+    cc.crosscheck(dataclasses.replace(args, resume=True), prefix_caching=True)
+    index = json.loads(sorted((tmp_path / "r" / "t" / "sweeps").glob("*.json"))[-1].read_text())
+    reused = {r["run_id"].split("/")[4]: r["reused"] for r in index["runs"]}
+    assert reused == {"default": True, "vllm-bench": False}
+    assert (tmp_path / "r" / "t" / "crosscheck-prefix-caching.json").exists()
+
+
+def test_dry_run_writes_nothing(tmp_path, fake_sweep):
+    args = SweepArgs(scenario=str(write_scenario(tmp_path, SCENARIO)), results=tmp_path / "r", dry_run=True)
+    cc.crosscheck(args)
+    assert not (tmp_path / "r" / "t" / "crosscheck.json").exists()
