@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 import uuid
 from datetime import datetime
 from collections.abc import Callable, Iterable
