@@ -52,6 +52,10 @@ def main(spec_path: str) -> int:
     ev = Events(run_dir / "run.jsonl")
     wl = spec["workload"]
     ev("worker_start", python=sys.executable)
+    if wl.get("modality", "text") != "text":
+        # Measuring a text prompt under an image/video/audio workload's name would be a wrong number.
+        raise NotImplementedError(f"workload {wl['name']!r} has modality {wl['modality']!r}: this worker builds "
+                                  "text prompts only")
     manifest = stack.capture(import_torch=True)
     # Written before vLLM is imported, so a run that dies at import still says what stack it had.
     (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
