@@ -1,0 +1,282 @@
+"""Figures for the notebooks and the report: plain functions from the frames of `harness.diagnostics`
+to matplotlib `Figure` objects.
+
+Each function takes a DataFrame (documented columns), draws on a new `Figure` that pyplot does not
+manage (so a notebook shows it once, and a script can `fig.savefig(...)` without global state), and
+returns it. Axes are labelled with units; when any plotted row is transcribed, the figure says so
+in its footer, because a transcribed figure must never pass for a measurement.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.colors import BoundaryNorm, ListedColormap
+from matplotlib.figure import Figure
+
+TRANSCRIBED_NOTE = "Transcribed from the published study, not measured by this harness."
+PASS, FAIL = "#4c9a5b", "#c44e52"
+
+
+def _footer(fig: Figure, provenance: pd.Series | None, note: str | None = None) -> None:
+    texts = []
+    if provenance is not None and provenance.astype(str).str.contains("transcribed").any():
+        texts.append(TRANSCRIBED_NOTE)
+    if note:
+        texts.append(note)
+    if texts:
+        width = max(40, int(fig.get_figwidth() * 15))
+        fig.text(0.01, 0.005, textwrap.fill("  ".join(texts), width), fontsize=7, color="#555555", ha="left",
+                 va="bottom")
+
+
+def _empty(title: str, message: str) -> Figure:
+    fig = Figure(figsize=(6, 1.6))
+    ax = fig.add_subplot()
+    ax.axis("off")
+    ax.set_title(title)
+    ax.text(0.5, 0.4, message, ha="center", va="center", fontsize=10, color="#555555", wrap=True)
+    return fig
+
+
+def ratio_dots(ratios: pd.DataFrame, *, title: str = "Ratio between legs, per model and workload") -> Figure:
+    """Dot plot of ratios with their 95% intervals, one row per (model, workload), one panel per kind.
+
+    `ratios`: `harness.diagnostics.ratio_frame` columns — model, workload, kind, pair, ratio, low, high,
+    verdict, provenance. Filled dots have an interval (repeats on both sides); hollow dots are single
+    passes. The dashed line is 1.0x (no change); right of it the newer leg is faster.
+    """
+    df = ratios.dropna(subset=["ratio"])
+    if df.empty:
+        return _empty(title, "No ratio: the study has fewer than two legs with the same cell.")
+    several = "series" in df.columns and df["series"].nunique() > 1
+    df = df.assign(row=[f"{m} · {w}" + (f" ({s})" if several else "")
+                        for m, w, s in zip(df["model"], df["workload"], df.get("series", df["model"]))])
+    kinds = sorted(dict.fromkeys(df["kind"]), key=lambda k: (k != "throughput", k))
+    pairs = list(dict.fromkeys(df["pair"]))
+    colours = dict(zip(pairs, sns.color_palette("deep", len(pairs))))
+    heights = [df[df["kind"] == k]["row"].nunique() for k in kinds]
+    fig = Figure(figsize=(8, 1.2 + 0.28 * sum(heights) + 0.5 * len(kinds)))
+    axes = fig.subplots(len(kinds), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
+    offsets = {p: (i - (len(pairs) - 1) / 2) * 0.22 for i, p in enumerate(pairs)}
+    for ax, kind in zip(axes, kinds):
+        d = df[df["kind"] == kind]
+        rows = list(dict.fromkeys(d["row"]))
+        y_of = {r: len(rows) - 1 - i for i, r in enumerate(rows)}
+        for p in pairs:
+            g = d[d["pair"] == p]
+            if g.empty:
+                continue
+            y = np.array([y_of[r] for r in g["row"]]) + offsets[p]
+            has_ci = g["low"].notna().to_numpy()
+            if has_ci.any():
+                ax.errorbar(g["ratio"][has_ci], y[has_ci],
+                            xerr=[g["ratio"][has_ci] - g["low"][has_ci], g["high"][has_ci] - g["ratio"][has_ci]],
+                            fmt="o", color=colours[p], ms=5, capsize=3, label=f"{p} (95% CI)")
+            if (~has_ci).any():
+                ax.plot(g["ratio"][~has_ci], y[~has_ci], "o", mfc="white", mec=colours[p], ms=5,
+                        label=f"{p} (single pass)")
+        ax.axvline(1.0, color="#777777", ls="--", lw=1)
+        ax.set_yticks(range(len(rows)), [r for r in reversed(rows)], fontsize=8)
+        ax.set_ylim(-0.7, len(rows) - 0.3)
+        higher = "newer leg faster" if kind == "throughput" else "newer leg faster (old/new ms per token)"
+        ax.set_xlabel(f"ratio ({kind}; > 1.0x: {higher})")
+        ax.grid(axis="x", alpha=0.3)
+        handles, labels = ax.get_legend_handles_labels()
+        uniq = dict(zip(labels, handles))
+        ax.legend(uniq.values(), uniq.keys(), fontsize=7, loc="best")
+    axes[0].set_title(title)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    _footer(fig, df["provenance"])
+    return fig
+
+
+def dispersion_strip(samples: pd.DataFrame, *, title: str = "Repeat dispersion per model") -> Figure:
+    """Each repeat's deviation from its cell's median (%), per model: a box per model and leg with the
+    repeats drawn over it. Cells with one repeat have no dispersion and are left out.
+
+    `samples`: `harness.diagnostics.samples_frame` columns — model, workload, leg_label, rel_dev,
+    provenance (and series).
+    """
+    counts = samples.groupby(["series", "model", "workload", "leg_label"])["value"].transform("size")
+    df = samples[counts > 1].dropna(subset=["rel_dev"])
+    if df.empty:
+        return _empty(title, "No cell has more than one repeat: there is no dispersion to show.")
+    df = df.assign(pct=df["rel_dev"] * 100)
+    models = list(dict.fromkeys(df["model"]))
+    fig = Figure(figsize=(8, 1.4 + 0.55 * len(models)))
+    ax = fig.add_subplot()
+    sns.boxplot(data=df, x="pct", y="model", hue="leg_label", order=models, ax=ax, fliersize=0, linewidth=0.8,
+                boxprops={"alpha": 0.35})
+    sns.stripplot(data=df, x="pct", y="model", hue="leg_label", order=models, ax=ax, dodge=True, size=4,
+                  jitter=0.15, legend=False)
+    ax.axvline(0, color="#777777", lw=0.8)
+    ax.set_xlabel("deviation of each repeat from its cell's median (%)")
+    ax.set_ylabel("")
+    ax.set_title(title)
+    ax.legend(title="leg", fontsize=8, title_fontsize=8, loc="best")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    _footer(fig, df["provenance"], note=f"{df.groupby(['series', 'model', 'workload', 'leg_label']).ngroups} "
+                                        "cells with repeats; every workload of a model shares its row.")
+    return fig
+
+
+def coverage_heatmap(coverage: pd.DataFrame, *, title: str = "Coverage: model x leg",
+                     provenance: pd.Series | None = None) -> Figure:
+    """model x leg grid coloured by outcome. `coverage`: `harness.diagnostics.coverage_frame` (index:
+    model, columns: leg labels, values: ok / partial / excluded / failed / not run)."""
+    states = ["ok", "partial", "excluded", "failed", "not run"]
+    palette = [PASS, "#dd8452", "#8172b3", FAIL, "#dddddd"]
+    if coverage.empty:
+        return _empty(title, "No runs.")
+    codes = coverage.apply(lambda col: col.map({s: i for i, s in enumerate(states)})).astype(float)
+    fig = Figure(figsize=(1.8 + 1.1 * coverage.shape[1], 1.2 + 0.38 * coverage.shape[0]))
+    ax = fig.add_subplot()
+    cmap = ListedColormap(palette)
+    sns.heatmap(codes, ax=ax, cmap=cmap, norm=BoundaryNorm(np.arange(-0.5, len(states)), cmap.N), cbar=False,
+                annot=coverage.to_numpy(), fmt="", annot_kws={"fontsize": 8}, linewidths=0.5, linecolor="white")
+    ax.set_xlabel("leg")
+    ax.set_ylabel("")
+    ax.set_title(title)
+    ax.tick_params(axis="y", labelsize=8)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    _footer(fig, provenance)
+    return fig
+
+
+def repeat_strip(samples: pd.DataFrame, *, title: str = "Repeats per leg") -> Figure:
+    """One panel per workload: every repeat of each leg and its median (a bar).
+
+    `samples`: `harness.diagnostics.RepeatStudy.samples` — workload, leg_label, repeat, kind, value,
+    provenance.
+    """
+    if samples.empty:
+        return _empty(title, "No repeats.")
+    workloads = list(dict.fromkeys(samples["workload"]))
+    fig = Figure(figsize=(3.0 * len(workloads) + 0.6, 3.4))
+    axes = fig.subplots(1, len(workloads), squeeze=False)[0]
+    legs = list(dict.fromkeys(samples["leg_label"]))
+    colours = dict(zip(legs, sns.color_palette("deep", len(legs))))
+    for ax, w in zip(axes, workloads):
+        d = samples[samples["workload"] == w]
+        for i, lg in enumerate(legs):
+            v = d.loc[d["leg_label"] == lg, "value"].to_numpy()
+            if not len(v):
+                continue
+            x = i + np.linspace(-0.12, 0.12, len(v)) if len(v) > 1 else np.array([float(i)])
+            ax.plot(x, v, "o", color=colours[lg], ms=6)
+            ax.hlines(np.median(v), i - 0.25, i + 0.25, color=colours[lg], lw=2)
+        ax.set_xticks(range(len(legs)), legs)
+        ax.set_xlim(-0.6, len(legs) - 0.4)
+        kind = d["kind"].iloc[0]
+        ax.set_ylabel("total tok/s" if kind == "throughput" else "ms per output token")
+        ax.set_title(w, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    _footer(fig, samples["provenance"], note="dots: repeats; bar: median")
+    return fig
+
+
+def ratio_vs_decode(table: pd.DataFrame, *, pair: str = "new/old",
+                    title: str = "Ratio against how decode-bound the workload is") -> Figure:
+    """Ratio of medians (with its 95% CI) against the workload's decode share, one point per workload.
+
+    `table`: `harness.diagnostics.RepeatStudy.table` — workload, ratio, ci_low, ci_high, decode_share,
+    decode_share_source, provenance. Workloads whose records do not hold a decode share are listed
+    in the footer instead of being placed anywhere.
+    """
+    have = table[table["decode_share"].notna() & table["ratio"].notna()]
+    missing = table[table["decode_share"].isna()]["workload"].tolist()
+    if have.empty:
+        return _empty(title, "Decode share not recorded for these workloads "
+                             f"({', '.join(missing)}): the records hold no prompt token counts.")
+    fig = Figure(figsize=(6, 4))
+    ax = fig.add_subplot()
+    x = have["decode_share"].astype(float) * 100
+    y = have["ratio"].astype(float)
+    lo = (y - have["ci_low"].astype(float)).fillna(0).clip(lower=0)
+    hi = (have["ci_high"].astype(float) - y).fillna(0).clip(lower=0)
+    ax.errorbar(x, y, yerr=[lo, hi], fmt="o", capsize=4, color=sns.color_palette("deep")[0])
+    for xi, yi, w, src in zip(x, y, have["workload"], have["decode_share_source"]):
+        ax.annotate(w + ("" if src == "measured tokens" else " *"), (xi, yi), textcoords="offset points",
+                    xytext=(6, 4), fontsize=9)
+    ax.axhline(1.0, color="#777777", ls="--", lw=1)
+    ax.set_xlabel("decode share: output tokens / all tokens of the workload (%)")
+    ax.set_ylabel(f"ratio {pair} (> 1.0x: newer leg faster)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    notes = []
+    if (have["decode_share_source"] != "measured tokens").any():
+        notes.append("* share from declared lengths, not measured tokens")
+    if missing:
+        notes.append(f"not recorded: {', '.join(missing)}")
+    _footer(fig, have["provenance"], note="; ".join(notes) or None)
+    return fig
+
+
+def arm_bars(arms: pd.DataFrame, *, unit: str = "tok/s", title: str = "Throughput per arm") -> Figure:
+    """Horizontal bars: the median of each (leg, arm) with its repeats as dots; arms that did not run
+    are drawn as an empty row labelled with their status (e.g. "refused").
+
+    `arms`: `harness.diagnostics.ArmTable.table` — leg_label, arm, value, samples, status, mode,
+    provenance.
+    """
+    if arms.empty:
+        return _empty(title, "No arms.")
+    labels = [f"{lg} {a}" for lg, a in zip(arms["leg_label"], arms["arm"])]
+    fig = Figure(figsize=(7.5, 1.2 + 0.42 * len(arms)))
+    ax = fig.add_subplot()
+    legs = list(dict.fromkeys(arms["leg_label"]))
+    colours = dict(zip(legs, sns.color_palette("deep", len(legs))))
+    ys = np.arange(len(arms))[::-1]
+    top = max([v for v in arms["value"] if v is not None and not pd.isna(v)] or [1.0])
+    for y, (_, r) in zip(ys, arms.iterrows()):
+        if r["value"] is None or pd.isna(r["value"]):
+            ax.text(top * 0.01, y, str(r["status"]), va="center", fontsize=8, color=FAIL)
+            continue
+        ax.barh(y, r["value"], color=colours[r["leg_label"]], alpha=0.75)
+        if len(r["samples"]) > 1:
+            ax.plot(r["samples"], [y] * len(r["samples"]), "k.", ms=4)
+        mode = r["mode"] if isinstance(r["mode"], str) else ""
+        ax.text(max(r["value"], *r["samples"]), y, f"  {r['value']:,.0f}" + (f"  {mode}" if mode else ""),
+                va="center", fontsize=8)
+    ax.set_yticks(ys, labels, fontsize=8)
+    ax.set_xlabel(unit)
+    ax.set_xlim(0, top * 1.3)
+    ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    _footer(fig, arms["provenance"], note="bar: median; dots: repeats; text: prepare/finalize mode where logged")
+    return fig
+
+
+def falsification_heatmap(passed: pd.DataFrame, outcomes: pd.DataFrame, *, title: str = "Single-variable control",
+                          provenance: tuple[str, ...] | pd.Series = ()) -> Figure:
+    """arm x model grid: green where the run passed, red where it failed, grey where it did not run;
+    each cell printed with its outcome ("rc=1"). `passed` / `outcomes`:
+    `harness.diagnostics.FalsificationMatrix.passed` / `.outcomes`."""
+    if passed.empty:
+        return _empty(title, "No runs.")
+    codes = passed.apply(lambda col: col.map(lambda v: 1.0 if v is True or v is np.True_ else
+                                             0.0 if v is False or v is np.False_ else np.nan)).astype(float)
+    fig = Figure(figsize=(2.2 + 1.3 * passed.shape[1], 1.0 + 0.45 * passed.shape[0]))
+    ax = fig.add_subplot()
+    sns.heatmap(codes, ax=ax, cmap=ListedColormap([FAIL, PASS]), vmin=0, vmax=1, cbar=False,
+                annot=outcomes.to_numpy(), fmt="", annot_kws={"fontsize": 9, "color": "white"},
+                linewidths=0.5, linecolor="white", mask=codes.isna())
+    ax.set_facecolor("#dddddd")
+    ax.set_xlabel("model")
+    ax.set_ylabel("")
+    ax.set_title(title)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    _footer(fig, pd.Series(list(provenance)), note="green: passed; red: failed; grey: not run")
+    return fig
+
+
+__all__ = ["arm_bars", "coverage_heatmap", "dispersion_strip", "falsification_heatmap", "ratio_dots",
+           "ratio_vs_decode", "repeat_strip"]

