@@ -126,16 +126,18 @@ def _str_list(meta: dict[str, Any], key: str, path: Path) -> tuple[str, ...]:
     return tuple(v)
 
 
-def _sweep_index(root: Path, problems: list[Problem]) -> tuple[dict[str, tuple[str, bool]], list[tuple[str, str]]]:
+def _sweep_index(root: Path, problems: list[Problem]) -> tuple[dict[str, tuple[str, bool]], list[tuple[str, str]], set[tuple[str, str]]]:
     """run_id -> (invocation, reused) from the latest sweep index that lists the run.
 
     Sweep index names start with a sortable timestamp, so name order is time order.
     """
     latest: dict[str, tuple[str, bool]] = {}
+    # (run_id, invocation) pairs that an index lists as measured by that invocation.
+    measured_here: set[tuple[str, str]] = set()
     order: list[str] = []
     sweeps = root / "sweeps"
     if not sweeps.is_dir():
-        return latest, []
+        return latest, [], measured_here
     for path in sorted(sweeps.glob("*.json")):
         try:
             idx = json.loads(path.read_text(encoding="utf-8"))
@@ -143,6 +145,8 @@ def _sweep_index(root: Path, problems: list[Problem]) -> tuple[dict[str, tuple[s
             inv = str(idx.get("invocation_id", path.stem))
             for r in runs:
                 latest[str(r["run_id"])] = (inv, bool(r.get("reused", False)))
+                if not r.get("reused", False):
+                    measured_here.add((str(r["run_id"]), inv))
                 order.append(str(r["run_id"]))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
             problems.append(Problem(path=path, what=f"sweep index unreadable ({type(e).__name__}: {e}); ignored"))
@@ -152,7 +156,7 @@ def _sweep_index(root: Path, problems: list[Problem]) -> tuple[dict[str, tuple[s
         parts = rid.split("/")
         if len(parts) >= 4 and (parts[2], parts[3]) not in pairs:
             pairs.append((parts[2], parts[3]))
-    return latest, pairs
+    return latest, pairs, measured_here
 
 
 def _result_files(root: Path) -> list[Path]:
@@ -264,7 +268,7 @@ def load(study_dir: Path | str) -> Dataset:
         raise UserError(f"{root}: not a study folder (neither study.yaml nor runs/ in it)")
     problems: list[Problem] = []
     meta = _study_meta(root)
-    reuse, sweep_pairs = _sweep_index(root, problems)
+    reuse, sweep_pairs, measured_here = _sweep_index(root, problems)
     rows: list[dict[str, Any]] = []
     for path in _result_files(root):
         try:
@@ -273,7 +277,12 @@ def load(study_dir: Path | str) -> Dataset:
             problems.append(Problem(path=path, what=str(e).removeprefix(f"{path}: ")))
             continue
         log = _read_log(path.parent, problems) if rec.status != "ok" else None
-        rows.append(_row(rec, path.parent.relative_to(root), reuse.get(rec.run_id), log))
+        info = reuse.get(rec.run_id)
+        if info and info[1] and (rec.run_id, rec.invocation_id) in measured_here:
+            # A later invocation resumed over it, but this study's own index shows the invocation
+            # that measured this very record: a traceable measurement, not a carried-over number.
+            info = (info[0], False)
+        rows.append(_row(rec, path.parent.relative_to(root), info, log))
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     df = _fill_kind(df)
     yaml_path = root / "study.yaml"

@@ -85,7 +85,11 @@ _PREFIX = re.compile(r"^(?:\((?P<proc>[\w.-]+) pid=(?P<pid>\d+)\)\s*)?"
                      r"(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] ?)?")
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
 def strip_prefix(line: str) -> tuple[str, str]:
+    line = _ANSI.sub("", line)
     m = _PREFIX.match(line)
     who = f"{m.group('proc')}:{m.group('pid')}" if m and m.group("pid") else "main"
     return who, line[m.end():] if m else line
@@ -146,9 +150,10 @@ def emit(run_dir: Path, phase: str, **fields: Any) -> None:
 # --- the process ----------------------------------------------------------------------------------
 
 def _die_with_parent() -> None:
-    # If the sweep itself is killed (even with -9), the run goes too instead of measuring on.
+    # If the sweep itself is killed (even with -9), the run goes too instead of measuring on: the
+    # worker turns this SIGTERM into a SIGKILL of its whole group (worker/bench.py, die_with_group).
     with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def kill_group(pgid: int, grace_s: float = 10.0, leader: subprocess.Popen | None = None) -> None:
@@ -226,6 +231,9 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
     (run_dir / "spec.json").write_text(json.dumps(worker_spec, indent=2))
     env = spec.leg_env.environ()
     env |= {k: v for k, v in spec.arm.env.items()} | spec.extra_env
+    # Colour codes in run.log would hide vLLM's process prefixes and tracebacks from the parser.
+    env.pop("FORCE_COLOR", None)
+    env["NO_COLOR"] = "1"
     env[RUN_ENV_TAG] = spec.run_id
     env[LOCK_ENV_TAG] = str(paths.lock_path())
     env["PYTHONUNBUFFERED"] = "1"
@@ -256,7 +264,8 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
         log = (run_dir / "run.log").read_text(encoding="utf-8", errors="replace")
         tbs = tracebacks(log)
         events = read_events(run_dir)
-        phases = [e["phase"] for e in events if e.get("pid") != os.getpid()]
+        # The phase the run had reached when it failed: the worker's own "error" event is not one.
+        phases = [e["phase"] for e in events if e.get("pid") != os.getpid() and e["phase"] != "error"]
         # A signal explains the end better than whatever the dying processes printed on the way.
         reason = (f"timed out after {spec.timeout_s:.0f} s" if status == "timeout"
                   else f"killed by signal {sig} ({signal.Signals(sig).name})" if sig

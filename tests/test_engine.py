@@ -30,10 +30,11 @@ legs: [{LEG}]
 timeout_s: 600
 models:
   - name: broken
-    path: tiny
+    # head_dim 16: the CPU attention backend has no kernel for it; the engine dies in its worker
+    # subprocess while starting.
+    path: "{{broken}}"
     dtype: float32
-    # The CPU backend refuses to reserve 99% of host memory: the engine cannot start.
-    engine_args: {{max_model_len: 512, gpu_memory_utilization: 0.99}}
+    engine_args: {{max_model_len: 512, gpu_memory_utilization: 0.2}}
     workloads: [thr]
   - name: tiny-llama
     path: tiny
@@ -49,7 +50,10 @@ workloads:
 def real_sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("engine")
     os.environ["HARNESS_LOCK"] = str(tmp / "measure.lock")
-    path = write_scenario(tmp, SCENARIO)
+    from harness.tinymodel import TinyLlamaShape, build_tiny_model
+
+    broken = build_tiny_model(tmp / "head-dim-16", TinyLlamaShape(hidden_size=64, intermediate_size=128))
+    path = write_scenario(tmp, SCENARIO.replace("{broken}", str(broken)))
     return sweep(SweepArgs(scenario=str(path), results=tmp / "results"))
 
 
@@ -59,8 +63,10 @@ def test_engine_failure_is_recorded_and_the_sweep_goes_on(real_sweep):
     bad = recs[("broken", "thr")]
     assert bad.status == "failed"
     assert bad.failure.exit_code not in (None, 0)
-    assert "less than desired CPU memory utilization" in bad.failure.reason
-    assert "Traceback" in bad.failure.traceback and bad.failure.phase == "engine_init_start"
+    assert "Unsupported CPU attention configuration: head_dim=16" in bad.failure.reason
+    assert any("Engine core initialization failed" in e or "EngineDeadError" in e for e in bad.failure.exceptions)
+    assert "Traceback" in bad.failure.traceback and bad.failure.phase in ("engine_init_start", "engine_init_end",
+                                                                          "warmup_start")
     assert bad.manifest["vllm"] == "0.32.0"  # captured before the engine died
     assert recs[("tiny-llama", "thr")].status == "ok" and recs[("tiny-llama", "lat")].status == "ok"
 
@@ -93,7 +99,7 @@ def test_real_records_are_complete(real_sweep):
 
 def test_kill_minus_9_then_resume(tmp_path):
     """kill -9 of a sweep mid-run: no finished run is lost, only the interrupted one is re-measured."""
-    path = write_scenario(tmp_path, SCENARIO)
+    path = write_scenario(tmp_path, SCENARIO.replace("{broken}", "unused"))
     env = sweep_env() | {"HARNESS_LOCK": str(tmp_path / "measure.lock")}
     results = tmp_path / "results"
     cmd = [sys.executable, "-m", "harness", "sweep", str(path), "--results", str(results), "--model", "tiny-llama"]

@@ -23,6 +23,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stack  # noqa: E402
 
 
+def die_with_group() -> None:
+    """Take vLLM's engine processes along if this worker is told to stop.
+
+    The harness starts the worker as the leader of its own process group, with a parent-death
+    signal of SIGTERM: if the sweep dies (even by kill -9) or times the run out, the worker kills the
+    whole group, EngineCore included, which a parent-death signal alone would not reach. A thread
+    also watches for the parent's disappearance, in case vLLM replaces the signal handler.
+    """
+    import signal
+    import threading
+
+    def kill_group(*_: object) -> None:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, kill_group)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        kill_group()
+
+    threading.Thread(target=watch, daemon=True, name="harness-parent-watch").start()
+
+
 class Events:
     def __init__(self, path: Path):
         self.path = path
@@ -51,6 +76,8 @@ def main(spec_path: str) -> int:
     run_dir = Path(spec["run_dir"])
     ev = Events(run_dir / "run.jsonl")
     wl = spec["workload"]
+    if os.getpgrp() == os.getpid():  # only as a group leader: never kill a caller's group
+        die_with_group()
     ev("worker_start", python=sys.executable)
     if wl.get("modality", "text") != "text":
         # Measuring a text prompt under an image/video/audio workload's name would be a wrong number.

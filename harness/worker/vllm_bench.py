@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stack  # noqa: E402
-from bench import Events  # noqa: E402
+from bench import Events, die_with_group  # noqa: E402
 
 
 def _flags(engine_args: dict) -> list[str]:
@@ -49,6 +49,8 @@ def main(spec_path: str) -> int:
     run_dir = Path(spec["run_dir"])
     ev = Events(run_dir / "run.jsonl")
     wl = spec["workload"]
+    if os.getpgrp() == os.getpid():
+        die_with_group()
     if wl["kind"] != "throughput":
         raise SystemExit(f"vLLM's throughput benchmark measures throughput workloads, not {wl['kind']}")
     ev("worker_start", python=sys.executable)
