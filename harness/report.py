@@ -581,16 +581,18 @@ def intro_md(st: Study) -> str:
     else:
         invs = sorted(set(recs["invocation_id"].dropna()))
         used = canon.runs
-        reused = used[used["reused"].map(lambda v: v is True or v == True)]  # noqa: E712 (nullable flags)
+        # Runs a later invocation resumed over: its index names another invocation than the record's.
+        later = used["reused_by"].notna() & (used["reused_by"] != used["invocation_id"])
+        reused = used[later | used["reused"].map(lambda v: v is True or v == True)]  # noqa: E712
         dev = _names(_devices(canon)) or "an unrecorded device"
         lines.append(f"**Every number in this report was measured by this harness** on {dev}: {len(recs)} run "
                      f"records (`provenance: measured`) from {_n(len(invs), 'sweep invocation')}.")
         if len(reused):
             by = sorted(set(reused["invocation_id"]))
             lines[-1] += (f" {len(reused)} of the {len(used)} runs behind the tables were measured by an earlier "
-                          f"invocation ({', '.join(f'`{b}`' for b in by)}) and reused by `--resume` in a later one, "
-                          f"as the study declares (`allow_reused` in study.yaml); each was measured once, by the "
-                          f"invocation its record names, so these too are measured numbers.")
+                          f"invocation ({', '.join(f'`{b}`' for b in by)}) and reused by `--resume` in a later one; "
+                          f"each was measured once, by the invocation its record names and this study's sweep "
+                          f"index lists, so these too are measured numbers.")
         elif len(used):
             lines[-1] += f" None of the {len(used)} runs behind the tables was reused by `--resume`."
     lines.append("")
