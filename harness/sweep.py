@@ -29,7 +29,7 @@ from harness.run import RunSpec, execute, kill_orphans
 from harness.scenario import Scenario, load_scenario, scenario_path
 from harness.tinymodel import build_tiny_model, materialize_architecture
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # one line per run, also in a log file
 
 
 @dataclass(frozen=True, kw_only=True)
