@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 from harness import __version__
-from harness.errors import UserError
+from harness.core.errors import UserError
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    from harness.sweep import SweepArgs, sweep
+    from harness.measure.sweep import SweepArgs, sweep
 
     res = sweep(SweepArgs.from_cli_args(a))
     if res.invocation_id != "dry-run":
@@ -23,15 +23,15 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def cmd_crosscheck(a: argparse.Namespace) -> int:
-    from harness.crosscheck import crosscheck, crosscheck_md
-    from harness.sweep import SweepArgs
+    from harness.investigate.crosscheck import crosscheck, crosscheck_md
+    from harness.measure.sweep import SweepArgs
 
     print(crosscheck_md(crosscheck(SweepArgs.from_cli_args(a), prefix_caching=a.prefix_caching)), end="")
     return 0
 
 
 def cmd_tables(a: argparse.Namespace) -> int:
-    from harness.tables import write_study
+    from harness.analyze.tables import write_study
 
     canon, written = write_study(a.study_dir, a.out, allow_reused=a.allow_reused)
     problems = canon.dataset.problems
@@ -44,9 +44,9 @@ def cmd_tables(a: argparse.Namespace) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
-    from harness.canonical import canonicalize
-    from harness.dataset import load
-    from harness.export import export
+    from harness.analyze.canonical import canonicalize
+    from harness.analyze.dataset import load
+    from harness.analyze.export import export
 
     out = a.out or a.study_dir / "derived" / "export"
     for path in export(canonicalize(load(a.study_dir), allow_reused=a.allow_reused), out):
@@ -55,14 +55,14 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 
 def cmd_tiny_model(a: argparse.Namespace) -> int:
-    from harness.tinymodel import build_tiny_model
+    from harness.measure.tinymodel import build_tiny_model
 
     print(build_tiny_model(a.dest, force=a.force))
     return 0
 
 
 def cmd_legs(a: argparse.Namespace) -> int:
-    from harness import leg
+    from harness.measure import leg
 
     for name in a.legs or leg.known_legs():
         spec = leg.load_leg(name)
@@ -79,7 +79,7 @@ def cmd_legs(a: argparse.Namespace) -> int:
 
 
 def cmd_bisect(a: argparse.Namespace) -> int:
-    from harness.bisect import BisectArgs, bisect, bisect_section_md
+    from harness.investigate.bisect import BisectArgs, bisect, bisect_section_md
 
     rec, path = bisect(BisectArgs.from_cli_args(a))
     if path is None:
@@ -91,7 +91,7 @@ def cmd_bisect(a: argparse.Namespace) -> int:
 
 
 def cmd_window(a: argparse.Namespace) -> int:
-    from harness.window import WindowArgs, window, window_section_md
+    from harness.investigate.window import WindowArgs, window, window_section_md
 
     rec, path = window(WindowArgs(package=a.package, probe=a.probe, leg=a.leg, releases=tuple(a.releases),
                                   limit=a.limit, below=a.below, include_pre=a.include_pre, timeout_s=a.timeout_s,
@@ -103,7 +103,7 @@ def cmd_window(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from harness.render import main_summary, render
+    from harness.publish.render import main_summary, render
 
     strict = a.strict_claims if a.strict_claims else None
     print(main_summary(render(a.study_dir, a.out, strict_claims=strict, quarto=a.quarto)))
@@ -111,7 +111,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from harness.sweep import SweepArgs
+    from harness.measure.sweep import SweepArgs
 
     p = argparse.ArgumentParser(prog="harness", description=__doc__)
     p.add_argument("--version", action="version", version=__version__)
@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_legs)
 
     s = sub.add_parser("bisect", help="find the first release between two legs whose metric differs")
-    from harness.bisect import BisectArgs
+    from harness.investigate.bisect import BisectArgs
     BisectArgs.add_cli_args(s)
     s.set_defaults(func=cmd_bisect)
 
@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--keep-envs", action="store_true", help="keep the scratch envs")
     s.add_argument("--lock-wait", dest="lock_wait_s", type=float, default=3600,
                    help="seconds to wait for another sweep's node lock (default 3600)")
-    from harness.window import RESULTS_DIR as WINDOW_DIR
+    from harness.investigate.window import RESULTS_DIR as WINDOW_DIR
     s.add_argument("--results", type=Path, default=WINDOW_DIR, help="where the record goes")
     s.set_defaults(func=cmd_window)
     return p

@@ -5,7 +5,7 @@
 
 Each notebook is thin: a markdown cell saying what it is and how to run it (the published study's data
 and a CPU variant that measures for real), a `parameters` cell papermill can override, one import
-cell, then short cells that call `harness.diagnostics` and `harness.figures`. Figure cells carry
+cell, then short cells that call `harness.investigate.diagnostics` and `harness.publish.figures`. Figure cells carry
 `#| label: fig-...` so Quarto can embed them. Executed notebooks are never committed.
 """
 
@@ -24,10 +24,10 @@ IMPORTS = """\
 %matplotlib inline
 from IPython.display import Markdown, display
 
-from harness import diagnostics as dx
-from harness import figures
-from harness.dataset import load
-from harness.tables import markdown_table
+from harness.investigate import diagnostics as dx
+from harness.publish import figures
+from harness.analyze.dataset import load
+from harness.analyze.tables import markdown_table
 
 
 def show(df):

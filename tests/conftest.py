@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import leg as legmod
-from harness import run as runmod
-from harness import sweep as sweepmod
+from harness.measure import leg as legmod
+from harness.measure import run as runmod
+from harness.measure import sweep as sweepmod
 
 FAKE_BENCH = Path(__file__).parent / "fakes" / "fake_bench.py"
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import paths
+from harness.core import paths
 
 PUBLISHED = paths.RESULTS / "b200-reference" / "published"
 MISSING = "—"

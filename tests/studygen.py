@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from harness import record
+from harness.schema import record
 
 
 def record_dict(*, leg: str = "gpu-0.18.0", leg_label: str = "0.18", model: str = "m", workload: str = "mixed",

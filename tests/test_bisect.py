@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import bisect as bis
+from harness.investigate import bisect as bis
 from harness import cli
-from harness import leg as legmod
-from harness.bisect import BisectArgs, Measurement, Rule, search
-from harness.errors import UserError
+from harness.measure import leg as legmod
+from harness.investigate.bisect import BisectArgs, Measurement, Rule, search
+from harness.core.errors import UserError
 from tests.conftest import write_scenario
 
 VERSIONS = ["0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0", "0.35.0"]

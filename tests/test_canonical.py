@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from harness.canonical import canonical_md, canonicalize
-from harness.dataset import load
-from harness.errors import MixedRunsError, UserError
+from harness.analyze.canonical import canonical_md, canonicalize
+from harness.analyze.dataset import load
+from harness.core.errors import MixedRunsError, UserError
 from studygen import LEGS, record_dict, simple_study, write_run
 
 

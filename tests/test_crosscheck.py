@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from harness import crosscheck as cc
-from harness.sweep import SweepArgs
+from harness.investigate import crosscheck as cc
+from harness.measure.sweep import SweepArgs
 from tests.conftest import FAKE_BENCH, write_scenario
 
 SCENARIO = """
@@ -37,7 +37,7 @@ def test_pairs_back_to_back_with_prefix_caching_off(tmp_path, fake_sweep, monkey
 
 
 def test_prefix_caching_on_reuses_the_sweeps_default_arm(tmp_path, fake_sweep, monkeypatch):
-    from harness.sweep import sweep
+    from harness.measure.sweep import sweep
 
     monkeypatch.setattr(cc, "VLLM_BENCH", FAKE_BENCH)
     args = SweepArgs(scenario=str(write_scenario(tmp_path, SCENARIO)), results=tmp_path / "r")

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from harness import record
-from harness.dataset import COLUMNS, load, read_record
-from harness.errors import UserError
+from harness.schema import record
+from harness.analyze.dataset import COLUMNS, load, read_record
+from harness.core.errors import UserError
 from studygen import LEGS, record_dict, simple_study, write_run, write_study_yaml
 
 

@@ -1,4 +1,4 @@
-"""harness.diagnostics and harness.figures: on the transcribed B200 reference data (the study's own
+"""harness.investigate.diagnostics and harness.publish.figures: on the transcribed B200 reference data (the study's own
 figures, which the functions must reproduce) and on FAKE study folders (studygen) whose answers are
 known in advance."""
 
@@ -16,10 +16,12 @@ import pytest
 from matplotlib.figure import Figure
 from studygen import record_dict, write_run, write_study_yaml
 
-from harness import diagnostics as dx
-from harness import figures, guard, paths
-from harness.dataset import load
-from harness.errors import UserError
+from harness.investigate import diagnostics as dx
+from harness.publish import figures
+from harness.measure import guard
+from harness.core import paths
+from harness.analyze.dataset import load
+from harness.core.errors import UserError
 
 B200 = paths.RESULTS / "b200-reference"
 LEGS2 = [("leg-old", "1.0"), ("leg-new", "2.0")]
@@ -333,7 +335,7 @@ workloads:
 
 
 def test_measure_runs_the_sweep_into_the_study_folder(tmp_path, fake_sweep):
-    """FAKE bench and leg env: measure() goes through harness.sweep and the records land where asked."""
+    """FAKE bench and leg env: measure() goes through harness.measure.sweep and the records land where asked."""
     sc = tmp_path / "tiny-diag.yaml"
     sc.write_text(SCENARIO)
     res = dx.measure(scenario=str(sc), results_dir=tmp_path / "res" / "diag", repeats=2)
@@ -376,7 +378,7 @@ def test_measure_proceeds_once_the_lock_is_released(tmp_path, fake_sweep):
 def test_measure_keeps_a_notebooks_forced_colour_out_of_the_runs(tmp_path, monkeypatch):
     """A kernel sets FORCE_COLOR; the runs must not see it (vLLM would colour run.log), and it is back
     afterwards. The sweep itself is replaced by a FAKE that records the environment it ran under."""
-    import harness.sweep as sweepmod
+    import harness.measure.sweep as sweepmod
 
     seen = {}
     monkeypatch.setenv("FORCE_COLOR", "1")

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import record
-from harness.run import orphans
-from harness.sweep import SweepArgs, sweep
+from harness.schema import record
+from harness.measure.run import orphans
+from harness.measure.sweep import SweepArgs, sweep
 from tests.conftest import sweep_env, write_scenario
 
 pytestmark = pytest.mark.engine
@@ -50,7 +50,7 @@ workloads:
 def real_sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("engine")
     os.environ["HARNESS_LOCK"] = str(tmp / "measure.lock")
-    from harness.tinymodel import TinyLlamaShape, build_tiny_model
+    from harness.measure.tinymodel import TinyLlamaShape, build_tiny_model
 
     broken = build_tiny_model(tmp / "head-dim-16", TinyLlamaShape(hidden_size=64, intermediate_size=128))
     path = write_scenario(tmp, SCENARIO.replace("{broken}", str(broken)))

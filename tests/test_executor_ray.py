@@ -26,12 +26,14 @@ ray = pytest.importorskip("ray")
 from ray._private import ray_constants  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from harness import guard, record  # noqa: E402
-from harness import run as runmod  # noqa: E402
-from harness import sweep as sweepmod  # noqa: E402
-from harness.errors import UserError  # noqa: E402
-from harness.executor_ray import NODE_RESOURCE, RayExecutor, is_lost, omp_threads  # noqa: E402
-from harness.sweep import SweepArgs, sweep  # noqa: E402
+from harness.measure import guard  # noqa: E402
+
+from harness.schema import record
+from harness.measure import run as runmod  # noqa: E402
+from harness.measure import sweep as sweepmod  # noqa: E402
+from harness.core.errors import UserError  # noqa: E402
+from harness.measure.executors.ray import NODE_RESOURCE, RayExecutor, is_lost, omp_threads  # noqa: E402
+from harness.measure.sweep import SweepArgs, sweep  # noqa: E402
 from tests.conftest import write_scenario  # noqa: E402
 
 pytestmark = pytest.mark.ray

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.dataset import load
-from harness.failure import CATALOGUE, attribute, attributions_by_model, failure_table
-from harness.record import Failure, RunRecord
-from harness.run import failure_reason, last_line, tracebacks
+from harness.analyze.dataset import load
+from harness.analyze.failure import CATALOGUE, attribute, attributions_by_model, failure_table
+from harness.schema.record import Failure, RunRecord
+from harness.measure.run import failure_reason, last_line, tracebacks
 from studygen import record_dict, simple_study, write_run
 
 P = "(EngineCore_DP0 pid=12) ERROR 11-29 23:58:00 [core.py:708] "
@@ -21,7 +21,7 @@ def _prefixed(prefix: str, text: str) -> str:
 
 
 def _failed_record(log: str, status: str = "failed") -> RunRecord:
-    """What harness.run.execute records for a failed run with this log."""
+    """What harness.measure.run.execute records for a failed run with this log."""
     tbs = tracebacks(log)
     reason = "timed out after 600 s" if status == "timeout" else failure_reason(tbs) or "exit code 1"
     return RunRecord(study="s", series="main", run_id="x", fingerprint="f", harness_version="0", leg="l",

@@ -17,9 +17,9 @@ import papermill as pm
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
-from harness import diagnostics as dx
-from harness import paths
-from harness.dataset import load
+from harness.investigate import diagnostics as dx
+from harness.core import paths
+from harness.analyze.dataset import load
 
 NB = paths.NOTEBOOKS
 STEMS = ("235b_repeat", "moe_backend", "cutlass_falsification", "dispersion")
@@ -82,7 +82,7 @@ def test_a_notebook_reads_parameters_imports_then_calls(stem):
     declared = [ln.split("=")[0].strip() for ln in params.source.splitlines() if ln.strip()]
     assert list(pm.inspect_notebook(str(NB / f"{stem}.ipynb"))) == declared
     assert sum("parameters" in c.metadata.get("tags", []) for c in nb.cells) == 1
-    assert "from harness import diagnostics as dx" in imports.source
+    assert "from harness.investigate import diagnostics as dx" in imports.source
     code = [c for c in nb.cells[3:] if c.cell_type == "code"]
     assert all("import " not in c.source for c in code), "one import cell"
     assert all(len(c.source.splitlines()) <= 12 for c in code), "cells stay short: logic lives in harness"

@@ -14,11 +14,13 @@ from decimal import Decimal
 
 import pytest
 
-from harness import paths, tables
-from harness.canonical import canonicalize
-from harness.dataset import load
-from harness.failure import failure_table
-from harness.manifest import stack_table
+from harness.core import paths
+
+from harness.analyze import tables
+from harness.analyze.canonical import canonicalize
+from harness.analyze.dataset import load
+from harness.analyze.failure import failure_table
+from harness.analyze.manifest import stack_table
 from published_b200 import plain, read_table
 
 STUDY = paths.RESULTS / "b200-reference"

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from harness import record
-from harness.errors import UserError
-from harness.run import failure_reason, strip_prefix, tracebacks
+from harness.schema import record
+from harness.core.errors import UserError
+from harness.measure.run import failure_reason, strip_prefix, tracebacks
 
 
 def _rec(**kw) -> record.RunRecord:

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import paths, record
-from harness.leg import load_leg
-from harness.record import RunRecord
-from harness.scenario import load_scenario
+from harness.core import paths
+
+from harness.schema import record
+from harness.measure.leg import load_leg
+from harness.schema.record import RunRecord
+from harness.measure.scenario import load_scenario
 
 try:
     from published_b200 import MISSING, PublishedTable, all_tables, plain, quote, ratio_agrees, value, values

@@ -19,11 +19,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness import paths, report
-from harness import render as rendering
-from harness.errors import UserError
-from harness.render import ClaimFailed, RenderError, card_body, parse_qmd, render
-from harness.report import findings, load_study
+from harness.core import paths
+
+from harness.publish import report
+from harness.publish import render as rendering
+from harness.core.errors import UserError
+from harness.publish.render import ClaimFailed, RenderError, card_body, parse_qmd, render
+from harness.publish.report import findings, load_study
 
 try:
     from published_b200 import plain, read_table
@@ -150,7 +152,7 @@ def test_index_qmd_is_thin_parameters_import_and_short_cells():
     assert header["execute"]["echo"] is False and header["format"]["gfm"]["output-file"] == "REPORT.md"
     code = [c for c in chunks if c.kind == "code"]
     assert "parameters" in code[0].options["tags"] and "study =" in code[0].text
-    assert code[1].text.startswith("from harness import report")
+    assert code[1].text.startswith("from harness.publish import report")
     for c in code[2:]:
         assert c.options.get("output") == "asis" or str(c.options.get("label", "")).startswith("fig-"), c.text
         assert len(c.text.splitlines()) <= 3, c.text
@@ -186,7 +188,7 @@ def test_cells_honour_echo_and_asis_through_the_kernel(tmp_path):
         ```{python}
         #| label: fig-one
         #| fig-cap: "One figure."
-        from harness.report import Png
+        from harness.publish.report import Png
         import base64
         Png(base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="))
         ```

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from harness.errors import InvalidFileError, UserError
-from harness.scenario import load_scenario
+from harness.core.errors import InvalidFileError, UserError
+from harness.measure.scenario import load_scenario
 from tests.conftest import write_scenario
 
 GOOD = """
@@ -21,7 +21,7 @@ workloads:
 
 
 def test_shipped_scenarios_load():
-    from harness import paths
+    from harness.core import paths
 
     names = [p.stem for p in paths.SCENARIOS.glob("*.yaml")]
     assert "cpu-tiny" in names
@@ -65,7 +65,7 @@ def test_cli_bad_scenario_is_one_line_and_measures_nothing(tmp_path):
 
 
 def test_unknown_filter_names_scenario(tmp_path, fake_sweep):
-    from harness.sweep import SweepArgs, plan
+    from harness.measure.sweep import SweepArgs, plan
 
     path = write_scenario(tmp_path, GOOD)
     with pytest.raises(UserError, match="no model named 'zzz'"):

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from harness import record
-from harness.errors import UserError
-from harness.guard import node_lock
-from harness.run import orphans
-from harness.sweep import SweepArgs, plan, sweep
+from harness.schema import record
+from harness.core.errors import UserError
+from harness.measure.guard import node_lock
+from harness.measure.run import orphans
+from harness.measure.sweep import SweepArgs, plan, sweep
 from tests.conftest import write_scenario
 
 SCENARIO = """
@@ -128,7 +128,7 @@ def test_lock_refuses_a_second_sweep(tmp_path, fake_sweep):
 
 
 def test_foreign_plugin_refused_unless_allow_dirty(tmp_path, fake_sweep, monkeypatch):
-    from harness import leg
+    from harness.measure import leg
 
     found = [{"group": "vllm.general_plugins", "name": "omni", "value": "vllm_omni:register", "dist": "vllm-omni"}]
     monkeypatch.setattr(leg, "plugins", lambda env: found)
@@ -140,7 +140,7 @@ def test_foreign_plugin_refused_unless_allow_dirty(tmp_path, fake_sweep, monkeyp
 
 def test_gpu_busy_refused(tmp_path, fake_sweep, monkeypatch):
     """FAKE nvidia-smi answer: this machine has no GPU."""
-    from harness import guard
+    from harness.measure import guard
 
     monkeypatch.setattr(guard, "gpu_processes", lambda: ["1234, python, 1000 MiB"])
     with pytest.raises(UserError, match="GPU already has processes"):

@@ -11,14 +11,14 @@ import sys
 import pandas as pd
 import pytest
 
-from harness import tables
-from harness.canonical import canonicalize
-from harness.dataset import load
-from harness.errors import UserError
-from harness.export import DICTIONARY, canonical_frame, export
-from harness.manifest import manifest_md, stack_table
-from harness.stats import Ratio
-from harness.tables import fmt_ms, fmt_ratio, fmt_tok_s, short_labels
+from harness.analyze import tables
+from harness.analyze.canonical import canonicalize
+from harness.analyze.dataset import load
+from harness.core.errors import UserError
+from harness.analyze.export import DICTIONARY, canonical_frame, export
+from harness.analyze.manifest import manifest_md, stack_table
+from harness.analyze.stats import Ratio
+from harness.analyze.tables import fmt_ms, fmt_ratio, fmt_tok_s, short_labels
 from studygen import LEGS, record_dict, simple_study, write_run
 
 ALL3 = {("0.18", "Llama", "mixed"): [21943.0], ("0.26", "Llama", "mixed"): [22263.0],

@@ -11,11 +11,13 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from harness import cli, paths
-from harness import leg as legmod
-from harness import window as win
-from harness.errors import UserError
-from harness.window import ReleaseResult, WindowArgs
+from harness import cli
+
+from harness.core import paths
+from harness.measure import leg as legmod
+from harness.investigate import window as win
+from harness.core.errors import UserError
+from harness.investigate.window import ReleaseResult, WindowArgs
 
 PAGE = {
     "meta": {"api-version": "1.1"},

@@ -6,8 +6,8 @@ import json
 import subprocess
 import sys
 
-from harness.run import WORKER
-from harness.worker.bench import make_prompts, prompts_sha
+from harness.measure.run import WORKER
+from harness.measure.worker.bench import make_prompts, prompts_sha
 
 
 def test_non_text_workload_is_refused_not_measured_as_text(tmp_path):

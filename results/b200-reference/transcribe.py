@@ -29,8 +29,8 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the project root, when run as a plain script
 
-from harness.leg import LegSpec, load_leg  # noqa: E402
-from harness.record import Failure, Metrics, RunRecord, Source, Work, write  # noqa: E402
+from harness.measure.leg import LegSpec, load_leg  # noqa: E402
+from harness.schema.record import Failure, Metrics, RunRecord, Source, Work, write  # noqa: E402
 
 PUBLISHED = HERE / "published"
 STUDY = "b200-reference"

@@ -1,5 +1,5 @@
 """FAKE bench worker for tests that are about the harness, not about vLLM: it writes the same files
-as harness/worker/bench.py (run.jsonl phases, manifest.json, worker.json) without any engine.
+as harness/measure/worker/bench.py (run.jsonl phases, manifest.json, worker.json) without any engine.
 
 Behaviour is chosen by the spec's engine_args (they come from the scenario, as in a real run):
   fake_sleep_s: sleep inside the timed region (for timeouts and interruption)
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "harness" / "worker"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "harness" / "measure" / "worker"))
 from bench import Events  # noqa: E402
 
 

@@ -1,5 +1,5 @@
 """FAKE bench worker for the Ray executor's tests: no engine, the same files as
-harness/worker/bench.py (run.jsonl phases, manifest.json captured by the real stack module, so
+harness/measure/worker/bench.py (run.jsonl phases, manifest.json captured by the real stack module, so
 OMP_NUM_THREADS and the run's environment are recorded as in a real run, and worker.json).
 
 Behaviour is chosen by the spec's engine_args (they come from the scenario, as in a real run):
@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "harness" / "worker"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "harness" / "measure" / "worker"))
 import stack  # noqa: E402
 from bench import Events  # noqa: E402
 

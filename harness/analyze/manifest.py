@@ -11,8 +11,8 @@ import re
 
 import pandas as pd
 
-from harness.canonical import Canonical, provenance_note
-from harness.tables import _legs, markdown_table, model_order
+from harness.analyze.canonical import Canonical, provenance_note
+from harness.analyze.tables import _legs, markdown_table, model_order
 
 NOT_RECORDED = "not recorded"
 

@@ -34,11 +34,13 @@ from typing import Any
 
 from filelock import FileLock
 
-from harness import __version__, guard, leg as legmod
-from harness.errors import UserError
-from harness.record import Failure, RunRecord, Timing, now, write
-from harness.run import RunSpec, execute, kill_orphans
-from harness.sweep import PlannedRun, console
+from harness import __version__
+
+from harness.measure import guard, leg as legmod
+from harness.core.errors import UserError
+from harness.schema.record import Failure, RunRecord, Timing, now, write
+from harness.measure.run import RunSpec, execute, kill_orphans
+from harness.measure.sweep import PlannedRun, console
 
 try:
     import ray

@@ -21,13 +21,19 @@ import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from harness import __version__, guard, leg as legmod, paths, record
-from harness.errors import UserError
-from harness.leg import LegEnv
-from harness.record import RunRecord
-from harness.run import RunSpec, execute, kill_orphans
-from harness.scenario import Scenario, load_scenario, scenario_path
-from harness.tinymodel import build_tiny_model, materialize_architecture
+from harness import __version__
+
+from harness.measure import guard, leg as legmod
+
+from harness.core import paths
+
+from harness.schema import record
+from harness.core.errors import UserError
+from harness.measure.leg import LegEnv
+from harness.schema.record import RunRecord
+from harness.measure.run import RunSpec, execute, kill_orphans
+from harness.measure.scenario import Scenario, load_scenario, scenario_path
+from harness.measure.tinymodel import build_tiny_model, materialize_architecture
 
 console = Console(stderr=True, soft_wrap=True)  # one line per run, also in a log file
 
@@ -221,7 +227,7 @@ class LocalExecutor:
 
 def executor_for(args: SweepArgs) -> Executor:
     if args.executor == "ray":
-        from harness.executor_ray import RayExecutor
+        from harness.measure.executors.ray import RayExecutor
         return RayExecutor(address=args.ray_address)
     return LocalExecutor()
 

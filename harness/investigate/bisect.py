@@ -9,7 +9,7 @@ like `git bisect`:
 - the good and the bad leg are measured first, repeat by repeat in turn; if they do not differ by
   the rule there is nothing to search ("endpoints do not differ");
 - every step is measured with N repeats and compared with the good leg's samples by
-  `harness.stats.ratio` (bootstrap CI); a release *differs* when the CI excludes 1.0 AND the ratio is
+  `harness.analyze.stats.ratio` (bootstrap CI); a release *differs* when the CI excludes 1.0 AND the ratio is
   more than `threshold` away from 1.0 (the rule is written into the record);
 - a release whose env cannot be resolved or built, or with fewer than `min_ok` repeats that ran, is
   recorded as skipped with its reason and a neighbour is measured instead (`git bisect skip`); if
@@ -41,13 +41,21 @@ from packaging.version import Version
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
-from harness import __version__, guard, leg as legmod, paths, record, stats
-from harness.errors import LegEnvError, UserError
-from harness.leg import LegEnv, LegSpec
-from harness.record import RunRecord
-from harness.scenario import Scenario, load_scenario, scenario_path
-from harness.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
-from harness.window import index_url, index_versions, lock_versions, scrub
+from harness import __version__
+
+from harness.measure import guard, leg as legmod
+
+from harness.core import paths
+
+from harness.schema import record
+
+from harness.analyze import stats
+from harness.core.errors import LegEnvError, UserError
+from harness.measure.leg import LegEnv, LegSpec
+from harness.schema.record import RunRecord
+from harness.measure.scenario import Scenario, load_scenario, scenario_path
+from harness.measure.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
+from harness.investigate.window import index_url, index_versions, lock_versions, scrub
 
 SCHEMA_VERSION = 1
 RESULTS_DIR = paths.RESULTS / "bisect"
@@ -108,7 +116,7 @@ class Step(_Frozen):
     ratio: float | None = None     # step vs good, >1 is faster; the decision was made on it
     ci_low: float | None = None
     ci_high: float | None = None
-    verdict: str = ""              # harness.stats' verdict, "reference" for the good leg, or "skipped"
+    verdict: str = ""              # harness.analyze.stats' verdict, "reference" for the good leg, or "skipped"
     differs: bool | None = None
     skipped: bool = False
     reason: str = ""
@@ -307,7 +315,7 @@ def _stack(env: LegEnv) -> dict[str, str]:
 
 
 class SweepMeasure:
-    """Measures releases through `harness.sweep`: `plan` makes the good leg's run specs (model source,
+    """Measures releases through `harness.measure.sweep`: `plan` makes the good leg's run specs (model source,
     workload, arm, timeout), each release's runs are those specs on the release's leg env, and
     `execute_plan` measures them (node lock, guards, one run at a time, repeats outermost).
 

@@ -22,9 +22,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from harness import __version__, paths
-from harness.errors import InvalidFileError, LegEnvError, UserError
-from harness.yamlio import load_model
+from harness import __version__
+
+from harness.core import paths
+from harness.core.errors import InvalidFileError, LegEnvError, UserError
+from harness.core.yamlio import load_model
 
 # The distributions that *are* vLLM; any other distribution registering a vLLM plugin entry point
 # is foreign (the study's void round: the vllm-omni plugin contaminated a whole leg).

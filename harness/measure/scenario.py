@@ -12,10 +12,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from harness import paths
-from harness.errors import InvalidFileError
-from harness.leg import known_legs
-from harness.yamlio import load_model
+from harness.core import paths
+from harness.core.errors import InvalidFileError
+from harness.measure.leg import known_legs
+from harness.core.yamlio import load_model
 
 Scalar = str | int | float | bool | None
 

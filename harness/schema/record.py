@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.errors import UserError
+from harness.core.errors import UserError
 
 SCHEMA_VERSION = 2
 
@@ -201,7 +201,7 @@ def read(path: Path) -> RunRecord:
 def read_typed(path: Path, kind: str, model: type[BaseModel], schema_version: int) -> BaseModel:
     """A JSON record of another kind (a bisect or window record) that carries `kind` and
     `schema_version`; one-line errors name the file."""
-    from harness.errors import InvalidFileError
+    from harness.core.errors import InvalidFileError
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))

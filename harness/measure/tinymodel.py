@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import paths
+from harness.core import paths
 
 # '1' - first layout: LlamaForCausalLM, byte-level BPE tokenizer, fp32 safetensors.
 TINY_MODEL_FORMAT = "1"

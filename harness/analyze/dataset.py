@@ -22,12 +22,12 @@ import pandas as pd
 import yaml
 from pydantic import ValidationError
 
-from harness import record
-from harness.errors import InvalidFileError, UserError
-from harness.record import RunRecord
-from harness.yamlio import describe
+from harness.schema import record
+from harness.core.errors import InvalidFileError, UserError
+from harness.schema.record import RunRecord
+from harness.core.yamlio import describe
 
-# The columns of `Dataset.records`, in order. `harness.export` describes the canonical subset.
+# The columns of `Dataset.records`, in order. `harness.analyze.export` describes the canonical subset.
 COLUMNS: tuple[str, ...] = (
     "study", "provenance", "series", "leg", "leg_label", "model", "tp", "workload", "kind", "arm",
     "repeat", "attempt", "status", "throughput_tok_s", "output_tok_s", "ms_per_token",
@@ -198,7 +198,7 @@ def _kind(rec: RunRecord) -> str | None:
 
 
 def _row(rec: RunRecord, run_dir: Path, reuse: tuple[str, bool] | None, log: str | None) -> dict[str, Any]:
-    from harness.failure import attribute
+    from harness.analyze.failure import attribute
 
     m = rec.manifest
     att = attribute(rec, log) if rec.status != "ok" else None

@@ -11,7 +11,7 @@ card `README.md` is a Hugging Face YAML header followed by REPORT.md's text, unc
 the report by construction.
 
 This module imports nothing heavy at load time, so the kernel starts at once and the derived tables
-are built in a thread while the cells run. The report's content is `harness.report`.
+are built in a thread while the cells run. The report's content is `harness.publish.report`.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 import yaml
 
-from harness import paths
-from harness.errors import UserError
+from harness.core import paths
+from harness.core.errors import UserError
 
 QMD = paths.PROJ_ROOT / "index.qmd"
 KERNEL = "python3"
@@ -361,7 +361,7 @@ def render(study_dir: Path | str, out_dir: Path | str | None = None, *,
             md, figs = _render_kernel(qmd, params, scratch)
             engine = "kernel"
         canon, derived = derived_job.result()
-        from harness.report import card_header
+        from harness.publish.report import card_header
 
         card = card_text(card_header(canon, scratch), md)
         (scratch / "README.md").write_text(card, encoding="utf-8")
@@ -378,7 +378,7 @@ def render(study_dir: Path | str, out_dir: Path | str | None = None, *,
 
 def _derive(root: Path, scratch: Path) -> tuple[Any, list[Path]]:
     """CANONICAL.md, MANIFEST.md, tables/, compare/ and export/: what the card's configs point at."""
-    from harness.tables import write_study
+    from harness.analyze.tables import write_study
 
     return write_study(root, scratch)
 

@@ -2,7 +2,7 @@
 
 Each table is a `Table`: `data` (numbers, for CSV/Parquet and notebooks) and `display` (the strings
 the study prints: "21,943" tok/s, "3.82" ms/tok, "1.01x" ratios, "—" for missing, model names in
-backticks). Ratios come from `harness.stats.ratio` on the canonical samples: with repeats on both
+backticks). Ratios come from `harness.analyze.stats.ratio` on the canonical samples: with repeats on both
 sides they carry a bootstrap 95% interval and a verdict, otherwise they are labelled single pass.
 
 Row order: study.yaml's `model_order` / `workload_order` where given, then the order the study's
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.canonical import Canonical, provenance_note
-from harness.dataset import Dataset
-from harness.errors import UserError
-from harness.stats import Ratio, ratio
+from harness.analyze.canonical import Canonical, provenance_note
+from harness.analyze.dataset import Dataset
+from harness.core.errors import UserError
+from harness.analyze.stats import Ratio, ratio
 
 MISSING = "—"
 
@@ -311,11 +311,11 @@ def _move_into(scratch: Path, out_dir: Path) -> list[Path]:
 def write_study(study_dir: Path, out_dir: Path | None = None, *, allow_reused: bool | None = None) -> tuple[Canonical, list[Path]]:
     """Everything derived from a study folder: CANONICAL.md, MANIFEST.md, tables/ (with the failure
     attribution), compare/ and export/, under `out_dir` (default: `<study_dir>/derived`)."""
-    from harness.canonical import canonical_md, canonicalize
-    from harness.dataset import load
-    from harness.export import export
-    from harness.failure import failure_table
-    from harness.manifest import manifest_md
+    from harness.analyze.canonical import canonical_md, canonicalize
+    from harness.analyze.dataset import load
+    from harness.analyze.export import export
+    from harness.analyze.failure import failure_table
+    from harness.analyze.manifest import manifest_md
 
     study_dir = Path(study_dir)
     out_dir = Path(out_dir) if out_dir is not None else study_dir / "derived"
@@ -326,7 +326,7 @@ def write_study(study_dir: Path, out_dir: Path | None = None, *, allow_reused: b
     fail = failure_table(ds)
     fail_t = Table(name="failures", title="Failure attribution", data=fail, display=fail.drop(columns=["group"]),
                    notes=("Built from the records: per leg, the models with no passing run in the main "
-                          "series or passing only under a pin, grouped by failure signature (harness.failure).",))
+                          "series or passing only under a pin, grouped by failure signature (harness.analyze.failure).",))
     written = write_tables(canon, out_dir)
     written += _write_table(fail_t, out_dir / "tables" / "failures")
     for name, text in texts.items():

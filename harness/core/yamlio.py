@@ -8,7 +8,7 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from harness.errors import InvalidFileError
+from harness.core.errors import InvalidFileError
 
 M = TypeVar("M", bound=BaseModel)
 

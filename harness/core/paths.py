@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-PROJ_ROOT = Path(__file__).resolve().parents[1]
+PROJ_ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = PROJ_ROOT / "scenarios"
 ENVIRONMENT = PROJ_ROOT / "environment"
 LEGS = ENVIRONMENT / "legs"

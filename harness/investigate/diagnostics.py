@@ -2,7 +2,7 @@
 
 - `repeat_study`: one model measured several times on two legs ("Is the 0.26 regression real?"):
   repeats per leg, median, spread, the gap between the medians against the spread, the ratio's
-  bootstrap interval (`harness.stats.ratio`), and how decode-bound each workload is.
+  bootstrap interval (`harness.analyze.stats.ratio`), and how decode-bound each workload is.
 - `arm_table` / `arm_conclusion`: forced-backend arms ("The MoE kernel is not the explanation"):
   throughput per (leg, arm), the MoE routing each run logged (prepare/finalize class, SM split),
   and refused arms with their refusal.
@@ -10,7 +10,7 @@
   single change flips every outcome of the baseline row ("The cutlass chain, end to end").
 - `samples_frame` / `dispersion_frame` / `ratio_frame` / `coverage_frame`: dispersion and ratios of
   every model and leg of a study ("Known limitations").
-- `measure`: launches a diagnostic's sweep through `harness.sweep`, waiting for the node lock.
+- `measure`: launches a diagnostic's sweep through `harness.measure.sweep`, waiting for the node lock.
 
 Everything is computed from the records; transcribed figures keep `provenance` in every frame so
 that tables and figures can label them.
@@ -30,14 +30,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness import guard, paths
-from harness.canonical import METRIC, UNIT, Canonical, canonicalize, provenance_note
-from harness.dataset import Dataset, read_record
-from harness.errors import UserError
-from harness.failure import signature
-from harness.record import RunRecord
-from harness.stats import Ratio, ratio, spread
-from harness.tables import MISSING, fmt_ci, fmt_ratio, model_order, row_key, short_labels
+from harness.measure import guard
+
+from harness.core import paths
+from harness.analyze.canonical import METRIC, UNIT, Canonical, canonicalize, provenance_note
+from harness.analyze.dataset import Dataset, read_record
+from harness.core.errors import UserError
+from harness.analyze.failure import signature
+from harness.schema.record import RunRecord
+from harness.analyze.stats import Ratio, ratio, spread
+from harness.analyze.tables import MISSING, fmt_ci, fmt_ratio, model_order, row_key, short_labels
 
 # --- small helpers --------------------------------------------------------------------------------
 
@@ -97,7 +99,7 @@ def _scenario_order(scenario: str | None) -> tuple[list[str], list[str], list[st
     """(models, workloads, arms) in the scenario's order; empty lists without a scenario."""
     if not scenario:
         return [], [], []
-    from harness.scenario import load_scenario
+    from harness.measure.scenario import load_scenario
 
     sc = load_scenario(scenario)
     return [m.name for m in sc.models], [w.name for w in sc.workloads], [a.name for a in sc.arms]
@@ -107,7 +109,7 @@ def scenario_series(scenario: str | None, default: str = "") -> str:
     """The series a scenario's sweep records under (its `series:`, else its name)."""
     if not scenario:
         return default
-    from harness.scenario import load_scenario
+    from harness.measure.scenario import load_scenario
 
     return load_scenario(scenario).series_tag
 
@@ -216,9 +218,9 @@ def repeat_study(ds: Dataset, *, series: str, model: str | None = None, legs: st
                  main_series: str | None = None) -> RepeatStudy:
     """The repeat table of `model` in `series` between two legs (old first).
 
-    Repeats are the canonical runs of the series (`harness.canonical`'s rule: ok, clean, not reused
+    Repeats are the canonical runs of the series (`harness.analyze.canonical`'s rule: ok, clean, not reused
     unless the study allows it, same work); the ratio is new/old for throughput and old/new for
-    latency (above 1.00x the new leg is faster), with `harness.stats.ratio`'s bootstrap interval.
+    latency (above 1.00x the new leg is faster), with `harness.analyze.stats.ratio`'s bootstrap interval.
     `main_series` (default: the study's) adds each leg's single-pass value from the main table.
     """
     where = f"{ds.root} series {series}"
@@ -320,8 +322,8 @@ def repeat_study(ds: Dataset, *, series: str, model: str | None = None, legs: st
     notes = [n for n in (provenance_note(canon),) if n]
     notes.append(f"Ratio {pair_label(old_label, new_label)}: "
                  "ratio of medians, above 1.00x the newer leg is faster; 95% CI: percentile bootstrap over "
-                 "each side's repeats (harness.stats.ratio).")
-    notes.append("Spread: (max - min) / median of a leg's repeats (harness.stats.spread); MAD: median absolute "
+                 "each side's repeats (harness.analyze.stats.ratio).")
+    notes.append("Spread: (max - min) / median of a leg's repeats (harness.analyze.stats.spread); MAD: median absolute "
                  "deviation / median. Gap: the larger median over the smaller, minus 1.")
     sources = sorted(set(table["decode_share_source"])) if len(table) else []
     starred = any(s not in ("measured tokens", "not recorded") for s in sources)
@@ -378,7 +380,7 @@ def repeat_conclusion(study: RepeatStudy) -> list[str]:
 
 def spread_check(study: RepeatStudy, limit: float) -> pd.DataFrame:
     """Every (workload, leg) repeat spread against `limit` (a claim such as "spread under 1.5%"),
-    under both measures: range/median (harness.stats.spread) and MAD/median."""
+    under both measures: range/median (harness.analyze.stats.spread) and MAD/median."""
     rows = []
     for r in study.table.itertuples():
         for side, label in (("old", study.old_label), ("new", study.new_label)):
@@ -713,7 +715,7 @@ class FalsificationMatrix:
     provenance: tuple[str, ...]
 
     def markdown(self) -> str:
-        from harness.tables import markdown_table
+        from harness.analyze.tables import markdown_table
 
         show = self.outcomes.copy()
         show.insert(0, "arm", [f"{r} ({c})" if c else r for r, c in zip(show.index, self.rows["change"])])
@@ -913,7 +915,7 @@ def series_with(ds: Dataset, arm: str = "default") -> list[str]:
 def canonical_all(ds: Dataset, *, series: str | Sequence[str] = (), arm: str = "default",
                   allow_reused: bool | None = None) -> list[Canonical]:
     """One canonical selection per series (default: every series with runs of `arm`);
-    `allow_reused=None` takes the study's declaration (harness.canonical)."""
+    `allow_reused=None` takes the study's declaration (harness.analyze.canonical)."""
     chosen = names(series) or tuple(series_with(ds, arm))
     return [canonicalize(ds, series=s, arm=arm, allow_reused=allow_reused) for s in chosen]
 
@@ -962,7 +964,7 @@ def dispersion_frame(canons: Canonical | Sequence[Canonical]) -> pd.DataFrame:
 
 def ratio_frame(canons: Canonical | Sequence[Canonical], *, pairs: str = "consecutive") -> pd.DataFrame:
     """One row per (series, model, workload, leg pair): ratio of medians (> 1: the newer leg is faster),
-    bootstrap 95% CI and verdict from `harness.stats.ratio`. `pairs`: "consecutive" legs in study
+    bootstrap 95% CI and verdict from `harness.analyze.stats.ratio`. `pairs`: "consecutive" legs in study
     order, or "all" pairs (older first)."""
     from itertools import combinations, pairwise
 
@@ -993,10 +995,10 @@ def ratio_frame(canons: Canonical | Sequence[Canonical], *, pairs: str = "consec
 
 
 def _in_table_order(df: pd.DataFrame, canons: list[Canonical]) -> pd.DataFrame:
-    """Rows in the study's table order: series as given, then model and workload (harness.tables)."""
+    """Rows in the study's table order: series as given, then model and workload (harness.analyze.tables)."""
     if df.empty or not canons:
         return df
-    from harness.tables import row_key
+    from harness.analyze.tables import row_key
 
     key = row_key(canons[0].dataset)
     series = {c.series: i for i, c in enumerate(canons)}
@@ -1059,10 +1061,10 @@ def measure(*, scenario: str, results_dir: str | Path, legs: str | Sequence[str]
             repeats: int | None = None, resume: bool = False, timeout_s: float | None = None,
             lock_wait_s: float = 3600, poll_s: float = 30) -> Any:
     """Run a diagnostic's sweep into `results_dir` (its parent is the results root, its name the
-    study) through `harness.sweep`: repetition is the outer loop, envs are built first, and the
+    study) through `harness.measure.sweep`: repetition is the outer loop, envs are built first, and the
     node lock is taken. While another sweep holds the lock, wait (up to `lock_wait_s`) instead of
     failing; the wait only tries the lock, so nothing is resolved or started beside that sweep."""
-    from harness.sweep import SweepArgs, sweep
+    from harness.measure.sweep import SweepArgs, sweep
 
     study_dir = study_path(results_dir)
     args = SweepArgs(scenario=scenario, results=study_dir.parent, study=study_dir.name, legs=names(legs),

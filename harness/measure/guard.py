@@ -18,8 +18,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from harness import paths
-from harness.errors import UserError
+from harness.core import paths
+from harness.core.errors import UserError
 
 
 @contextlib.contextmanager

@@ -14,12 +14,12 @@ import dataclasses
 import json
 from pathlib import Path
 
-from harness import record
-from harness.errors import UserError
-from harness.run import RunSpec
-from harness.scenario import Arm
-from harness.stats import ratio
-from harness.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
+from harness.schema import record
+from harness.core.errors import UserError
+from harness.measure.run import RunSpec
+from harness.measure.scenario import Arm
+from harness.analyze.stats import ratio
+from harness.measure.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
 
 VLLM_BENCH = Path(__file__).resolve().parent / "worker" / "vllm_bench.py"
 VLLM_ARM = "vllm-bench"

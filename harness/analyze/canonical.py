@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.dataset import Dataset, StudyMeta
-from harness.errors import MixedRunsError
+from harness.analyze.dataset import Dataset, StudyMeta
+from harness.core.errors import MixedRunsError
 
 METRIC = {"throughput": "throughput_tok_s", "latency": "ms_per_token"}
 UNIT = {"throughput": "tok/s", "latency": "ms/tok"}
@@ -205,7 +205,7 @@ def provenance_note(canon: Canonical) -> str:
 
 def canonical_md(canon: Canonical) -> str:
     """CANONICAL.md: the rule, the canonical run(s) per (leg, model, workload), the exclusions."""
-    from harness.tables import markdown_table, order_frame
+    from harness.analyze.tables import markdown_table, order_frame
 
     lines = [f"# Canonical runs — {canon.study.title or canon.study.name}", ""]
     note = provenance_note(canon)

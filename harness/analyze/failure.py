@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from harness.record import RunRecord
-from harness.run import last_line, strip_prefix
+from harness.schema.record import RunRecord
+from harness.measure.run import last_line, strip_prefix
 
 if TYPE_CHECKING:
-    from harness.dataset import Dataset
+    from harness.analyze.dataset import Dataset
 
 Fixable = Literal["yes", "no", "unknown"]
 
@@ -287,6 +287,6 @@ def failure_table(ds: "Dataset", *, leg: str | None = None, series: str | None =
 
 
 def _model_order(ds: "Dataset") -> dict[str, int]:
-    from harness.tables import model_order
+    from harness.analyze.tables import model_order
 
     return {m: i for i, m in enumerate(model_order(ds))}

@@ -2,8 +2,8 @@
 
 `index.qmd` is the report's source: a parameters cell (`study`, `strict_claims`), one import cell,
 and short cells that call the functions here and print markdown (`output: asis`) or show a figure
-(the figure functions of `harness.figures` over the frames of `harness.diagnostics`, as the notebooks
-draw them). `render(study_dir)` (from `harness.render`) runs `quarto render` with the study as a
+(the figure functions of `harness.publish.figures` over the frames of `harness.investigate.diagnostics`, as the notebooks
+draw them). `render(study_dir)` (from `harness.publish.render`) runs `quarto render` with the study as a
 parameter where the `quarto` command exists, and otherwise executes index.qmd's cells through a
 Jupyter kernel; either way it writes REPORT.md, the HTML page and the dataset card `README.md`, whose
 body is REPORT.md's text.
@@ -28,11 +28,11 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from harness import paths
-from harness.canonical import Canonical, canonicalize
-from harness.dataset import Dataset, load
-from harness.errors import UserError
-from harness.render import (
+from harness.core import paths
+from harness.analyze.canonical import Canonical, canonicalize
+from harness.analyze.dataset import Dataset, load
+from harness.core.errors import UserError
+from harness.publish.render import (
     QMD,
     ClaimFailed,
     RenderError,
@@ -44,8 +44,8 @@ from harness.render import (
     render,
     strict_ids,
 )
-from harness.stats import Ratio, ratio, spread
-from harness.tables import MISSING, _legs, fmt_ms, fmt_tok_s, markdown_table, model_order, order_frame, ticked
+from harness.analyze.stats import Ratio, ratio, spread
+from harness.analyze.tables import MISSING, _legs, fmt_ms, fmt_tok_s, markdown_table, model_order, order_frame, ticked
 
 # --- model classes -------------------------------------------------------------------------------
 
@@ -205,7 +205,7 @@ def _reference_flat(canon: Canonical, legs: list[tuple[str, str]], p: ClaimParam
 
 
 def _newly_running(canon: Canonical, old: tuple[str, str], new: tuple[str, str]) -> Claim:
-    from harness.failure import attributions_by_model
+    from harness.analyze.failure import attributions_by_model
 
     models = _models(canon)
     back = [m for m in models if _passes(canon, new[0], m) and not _passes(canon, old[0], m)]
@@ -645,8 +645,8 @@ def about_md(st: Study) -> str:
 
 
 def coverage_md(st: Study) -> str:
-    from harness import tables
-    from harness.failure import attributions_by_model
+    from harness.analyze import tables
+    from harness.analyze.failure import attributions_by_model
 
     canon = st.canon
     t = tables.coverage(canon)
@@ -758,7 +758,7 @@ def _class_note(st: Study) -> str:
 def _claims_note(st: Study) -> str:
     held = sum(c.holds for c in st.claims)
     return (f"_Each sentence above is a claim checked against the data at render time ({held} of "
-            f"{len(st.claims)} checks hold; `harness.report.findings`): when the data stops supporting a claim, its "
+            f"{len(st.claims)} checks hold; `harness.publish.report.findings`): when the data stops supporting a claim, its "
             f"sentence says what the data shows instead, or, for a claim listed as strict, the render fails._")
 
 
@@ -771,19 +771,19 @@ def claims_md(st: Study) -> str:
 
 
 def throughput_md(st: Study) -> str:
-    from harness import tables
+    from harness.analyze import tables
 
     return tables.throughput(st.canon).markdown(heading=False)
 
 
 def latency_md(st: Study) -> str:
-    from harness import tables
+    from harness.analyze import tables
 
     return tables.latency(st.canon).markdown(heading=False)
 
 
 def failures_md(st: Study) -> str:
-    from harness.failure import attributions_by_model, failure_table
+    from harness.analyze.failure import attributions_by_model, failure_table
 
     ds, canon = st.ds, st.canon
     ft = failure_table(ds, series=canon.series)
@@ -802,7 +802,7 @@ def failures_md(st: Study) -> str:
     show = ft[["leg", "root cause", "models", "model names", "error", "fixable?", "evidence"]]
     lines += [markdown_table(show), "",
               "_Built from the records: per leg, the models with no passing run in the main series, or passing only "
-              "under a pin, grouped by failure signature (`harness.failure`). \"pin only\" means the records hold "
+              "under a pin, grouped by failure signature (`harness.analyze.failure`). \"pin only\" means the records hold "
               "the passing run under the pin but no failed run without it._"]
     return "\n".join(lines) + "\n"
 
@@ -817,7 +817,7 @@ def _series_kind(r: pd.DataFrame) -> Literal["exit-status", "repeats", "arms"]:
 
 def _supporting(st: Study) -> list[tuple[str, str, Any]]:
     """(series, kind, the diagnostic or the UserError that says why there is none) per supporting series."""
-    from harness import diagnostics as dx
+    from harness.investigate import diagnostics as dx
 
     recs = st.ds.records
     out: list[tuple[str, str, Any]] = []
@@ -838,10 +838,10 @@ def _supporting(st: Study) -> list[tuple[str, str, Any]]:
 
 
 def supporting_md(st: Study) -> str:
-    """Every series besides the main one, through the diagnostic of its shape (`harness.diagnostics`,
+    """Every series besides the main one, through the diagnostic of its shape (`harness.investigate.diagnostics`,
     the functions the notebooks call): a single-variable control for exit-status series, a repeat
     study for repeats of one arm, an arm table for forced arms."""
-    from harness import diagnostics as dx
+    from harness.investigate import diagnostics as dx
 
     out = []
     for name, kind, d in _supporting(st):
@@ -869,7 +869,7 @@ def supporting_md(st: Study) -> str:
 
 
 def stack_md(st: Study) -> str:
-    from harness.manifest import NOT_RECORDED, devices_table, stack_table, versions
+    from harness.analyze.manifest import NOT_RECORDED, devices_table, stack_table, versions
 
     canon = st.canon
     lines = ["A \"version comparison\" is a comparison of whole runtime stacks, so this table travels with the "
@@ -903,8 +903,8 @@ def diagnostics_intro_md(st: Study) -> str:
 
 
 def crosscheck_section_md(st: Study) -> str:
-    from harness.crosscheck import crosscheck_md
-    from harness.crosscheck import load as load_crosscheck
+    from harness.investigate.crosscheck import crosscheck_md
+    from harness.investigate.crosscheck import load as load_crosscheck
 
     summary = load_crosscheck(st.root)
     if not summary or not summary.get("rows"):
@@ -925,7 +925,7 @@ def crosscheck_section_md(st: Study) -> str:
 
 def side_records_md(st: Study) -> str:
     """Bisect and dependency-window records whose legs belong to this study."""
-    from harness import bisect, window
+    from harness.investigate import bisect, window
 
     legs = {n for n, _ in _legs(st.canon)}
     out = []
@@ -945,7 +945,7 @@ def side_records_md(st: Study) -> str:
 
 
 def limitations_md(st: Study) -> str:
-    from harness.manifest import stack_table
+    from harness.analyze.manifest import stack_table
 
     canon, ds = st.canon, st.ds
     items = []
@@ -1012,7 +1012,7 @@ def sources_md(st: Study) -> str:
 
     rel = _rel(st.root)
     return "\n".join([
-        f"The tables are generated from `{rel}/` by `harness.tables` from the canonical runs; which run is canonical "
+        f"The tables are generated from `{rel}/` by `harness.analyze.tables` from the canonical runs; which run is canonical "
         f"for each cell, and why, is in `CANONICAL.md`. Runs of the other series are supporting evidence and are not "
         f"folded into the tables. Rendered by vllm-harness {__version__}:",
         "",
@@ -1051,7 +1051,7 @@ def _png(fig: Any) -> Png:
 
 
 def show(fig: Any) -> Png | Note:
-    """A matplotlib figure (from `harness.figures` or here) as the cell's one output."""
+    """A matplotlib figure (from `harness.publish.figures` or here) as the cell's one output."""
     if fig is None:
         return Note("_Nothing to show._")
     if isinstance(fig, (list, tuple)):
@@ -1069,8 +1069,8 @@ def show_all(figs: Sequence[Any]) -> None:
 
 def ratio_figure(st: Study) -> Png | Note:
     """Per step between consecutive legs, each (model, workload)'s ratio with its 95% interval."""
-    from harness import diagnostics as dx
-    from harness import figures
+    from harness.investigate import diagnostics as dx
+    from harness.publish import figures
 
     if len(_legs(st.canon)) < 2:
         return Note("_One leg only: there is no ratio to plot._")
@@ -1078,8 +1078,8 @@ def ratio_figure(st: Study) -> Png | Note:
 
 
 def coverage_figure(st: Study) -> Png | Note:
-    from harness import diagnostics as dx
-    from harness import figures
+    from harness.investigate import diagnostics as dx
+    from harness.publish import figures
 
     return show(figures.coverage_heatmap(dx.coverage_frame(st.ds, series=st.canon.series),
                                          provenance=st.canon.cells["provenance"]))
@@ -1087,15 +1087,15 @@ def coverage_figure(st: Study) -> Png | Note:
 
 def dispersion_figure(st: Study) -> Png | Note:
     """Every repeat of every series, as its deviation from its cell's median."""
-    from harness import diagnostics as dx
-    from harness import figures
+    from harness.investigate import diagnostics as dx
+    from harness.publish import figures
 
     return show(figures.dispersion_strip(dx.samples_frame(list(st.series.values()))))
 
 
 def series_figures(st: Study) -> list[Png | Note]:
     """One figure per supporting series, the one its notebook draws."""
-    from harness import figures
+    from harness.publish import figures
 
     out: list[Png | Note] = []
     for name, kind, d in _supporting(st):

@@ -8,7 +8,7 @@ probe with the env's Python and records the outcome; the record sets the working
 declared range and flags "declared range admits broken releases".
 
 Listing releases lives here too (`index_versions`): the package index's PEP 691 JSON project page,
-the same source uv and pip read. `harness.bisect` uses it for the releases between two legs.
+the same source uv and pip read. `harness.investigate.bisect` uses it for the releases between two legs.
 
 Record SCHEMA_VERSION history:
 # 1 - first format: inputs, declared requirements, one entry per tested release, windows, flags.
@@ -39,9 +39,15 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
-from harness import __version__, leg as legmod, paths, record
-from harness.errors import LegEnvError, UserError
-from harness.leg import LegEnv, LegSpec
+from harness import __version__
+
+from harness.measure import leg as legmod
+
+from harness.core import paths
+
+from harness.schema import record
+from harness.core.errors import LegEnvError, UserError
+from harness.measure.leg import LegEnv, LegSpec
 
 SCHEMA_VERSION = 1
 RESULTS_DIR = paths.RESULTS / "window"
@@ -485,10 +491,10 @@ def window(args: WindowArgs, *, try_one: Callable[..., ReleaseResult] = try_rele
                   f"testing {', '.join(map(str, chosen))}")
     extra_env: dict[str, str] = {}
     if "HARNESS_TINY_MODEL" in args.probe:
-        from harness.tinymodel import build_tiny_model
+        from harness.measure.tinymodel import build_tiny_model
         extra_env["HARNESS_TINY_MODEL"] = str(build_tiny_model())
     # Builds and probes load both cores for minutes: never beside another sweep's timed runs.
-    from harness.bisect import waiting_node_lock
+    from harness.investigate.bisect import waiting_node_lock
 
     with waiting_node_lock(args.lock_wait_s):
         results = [_try_and_show(try_one, spec, env.lock, package, v, spec_set, args, extra_env) for v in chosen]

@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import __version__, paths
-from harness.leg import LegEnv
-from harness.record import Failure, RunRecord, Timing, now, write
-from harness.scenario import Arm, Model, Workload
+from harness import __version__
+
+from harness.core import paths
+from harness.measure.leg import LegEnv
+from harness.schema.record import Failure, RunRecord, Timing, now, write
+from harness.measure.scenario import Arm, Model, Workload
 
 WORKER = Path(__file__).resolve().parent / "worker" / "bench.py"
 RUN_ENV_TAG = "HARNESS_RUN_ID"  # set in every run's environment, with the node lock it ran under
