@@ -9,7 +9,7 @@ import pytest
 from harness.analyze.dataset import load
 from harness.analyze.failure import CATALOGUE, attribute, attributions_by_model, failure_table
 from harness.schema.record import Failure, RunRecord
-from harness.measure.run import failure_reason, last_line, tracebacks
+from harness.core.logs import failure_reason, last_line, tracebacks
 from studygen import record_dict, simple_study, write_run
 
 P = "(EngineCore_DP0 pid=12) ERROR 11-29 23:58:00 [core.py:708] "

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 
 from harness.schema.record import RunRecord
-from harness.measure.run import last_line, strip_prefix
+from harness.core.logs import last_line, strip_prefix
 
 if TYPE_CHECKING:
     from harness.analyze.dataset import Dataset

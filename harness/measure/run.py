@@ -25,6 +25,7 @@ from typing import Any
 from harness import __version__
 
 from harness.core import paths
+from harness.core.logs import failure_reason, last_line, strip_prefix, tracebacks  # noqa: F401
 from harness.measure.leg import LegEnv
 from harness.schema.record import Failure, RunRecord, Timing, now, write
 from harness.measure.scenario import Arm, Model, Workload
@@ -78,61 +79,6 @@ class RunSpec:
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-
-
-# --- log reading ---------------------------------------------------------------------------------
-
-# vLLM prefixes lines from its subprocesses: "(EngineCore_DP0 pid=12) ERROR 11-29 23:58:00 [core.py:1] "
-_PREFIX = re.compile(r"^(?:\((?P<proc>[\w.-]+) pid=(?P<pid>\d+)\)\s*)?"
-                     r"(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] ?)?")
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def strip_prefix(line: str) -> tuple[str, str]:
-    line = _ANSI.sub("", line)
-    m = _PREFIX.match(line)
-    who = f"{m.group('proc')}:{m.group('pid')}" if m and m.group("pid") else "main"
-    return who, line[m.end():] if m else line
-
-
-def tracebacks(log: str) -> list[str]:
-    """Every Python traceback in a run's combined log, per process, in order of appearance."""
-    blocks: list[tuple[str, list[str]]] = []
-    open_by: dict[str, list[str]] = {}
-    for raw in log.splitlines():
-        who, line = strip_prefix(raw)
-        if line.startswith("Traceback (most recent call last)"):
-            open_by[who] = [line]
-            blocks.append((who, open_by[who]))
-            continue
-        cur = open_by.get(who)
-        if cur is None:
-            continue
-        cur.append(line)
-        if line and not line[0].isspace() and not line.startswith(("Traceback", "During handling",
-                                                                    "The above exception")):
-            if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt|Warning)?\b.*", line) and ":" in line or \
-                    re.match(r"^[\w.]+(Error|Exception)$", line):
-                del open_by[who]
-    return ["\n".join(lines) for _, lines in blocks]
-
-
-_GENERIC = re.compile(r"Engine core initialization failed|EngineDeadError|EngineCore encountered|"
-                      r"Worker failed with error|WorkerProc initialization failed")
-
-
-def last_line(tb: str) -> str:
-    lines = [ln for ln in tb.strip().splitlines() if ln.strip()]
-    return lines[-1].strip() if lines else ""
-
-
-def failure_reason(tbs: list[str]) -> str:
-    """The root cause: the first exception that is not vLLM's generic 'engine died' wrapper."""
-    finals = [last_line(t) for t in tbs]
-    specific = [f for f in finals if f and not _GENERIC.search(f)]
-    return (specific or finals or [""])[0]
 
 
 def read_events(run_dir: Path) -> list[dict]:
