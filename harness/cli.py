@@ -31,7 +31,7 @@ def cmd_crosscheck(a: argparse.Namespace) -> int:
 
 
 def cmd_tables(a: argparse.Namespace) -> int:
-    from harness.analyze.tables import write_study
+    from harness.analyze.derive import write_study
 
     canon, written = write_study(a.study_dir, a.out, allow_reused=a.allow_reused)
     problems = canon.dataset.problems

@@ -205,7 +205,8 @@ def provenance_note(canon: Canonical) -> str:
 
 def canonical_md(canon: Canonical) -> str:
     """CANONICAL.md: the rule, the canonical run(s) per (leg, model, workload), the exclusions."""
-    from harness.analyze.tables import markdown_table, order_frame
+    from harness.analyze.fmt import markdown_table
+    from harness.analyze.order import order_frame
 
     lines = [f"# Canonical runs — {canon.study.title or canon.study.name}", ""]
     note = provenance_note(canon)

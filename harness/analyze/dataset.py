@@ -13,6 +13,7 @@ so ten thousand records load in a few seconds.
 from __future__ import annotations
 
 import json
+import re
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,9 @@ class Dataset:
 
     def __len__(self) -> int:
         return len(self.records)
+
+    def model_order(self) -> list[str]:
+        return model_order(self)
 
 
 def _study_meta(root: Path) -> dict[str, Any]:
@@ -310,3 +314,19 @@ def _fill_kind(df: pd.DataFrame) -> pd.DataFrame:
     known = df.dropna(subset=["kind"]).drop_duplicates("workload").set_index("workload")["kind"]
     df["kind"] = df["kind"].fillna(df["workload"].map(known))
     return df
+
+
+# --- order of the models, which tables, failure attribution and reports share ---
+
+def safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def model_order(ds: Dataset) -> list[str]:
+    """Every model of the dataset in table order."""
+    models = list(dict.fromkeys(ds.records["model"])) if len(ds.records) else []
+    by_safe = {safe_name(m): m for m in models}
+    order = [m for m in ds.study.model_order if m in models]
+    order += [by_safe[m] for m, _ in ds.sweep_order if m in by_safe and by_safe[m] not in order]
+    order += sorted(m for m in models if m not in order)
+    return list(dict.fromkeys(order))

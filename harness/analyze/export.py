@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analyze.canonical import Canonical, provenance_note
-from harness.analyze.tables import order_frame
+from harness.analyze.order import order_frame
 
 # Every exported column and what it means; the dictionary is written from this, and a test checks
 # that no column goes undescribed.

@@ -17,15 +17,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import pandas as pd
 
 from harness.schema.record import RunRecord
 from harness.core.logs import last_line, strip_prefix
 
-if TYPE_CHECKING:
-    from harness.analyze.dataset import Dataset
+# The dataset calls `attribute` while it loads, so this module takes a Dataset without importing it.
+Dataset = Any
 
 Fixable = Literal["yes", "no", "unknown"]
 
@@ -181,7 +181,7 @@ def _pin_dist(pin: str) -> str:
     return re.split(r"[<>=!~ ;\[]", pin, maxsplit=1)[0].strip().lower()
 
 
-def attributions_by_model(ds: "Dataset", *, series: str | None = None) -> pd.DataFrame:
+def attributions_by_model(ds: Dataset, *, series: str | None = None) -> pd.DataFrame:
     """One row per (leg, model) that needs explaining, with the root cause the records support.
 
     A (leg, model) needs explaining when, in `series` (default: the study's main series) and arm
@@ -235,7 +235,7 @@ def attributions_by_model(ds: "Dataset", *, series: str | None = None) -> pd.Dat
     return pd.DataFrame(rows, columns=cols)
 
 
-def failure_table(ds: "Dataset", *, leg: str | None = None, series: str | None = None) -> pd.DataFrame:
+def failure_table(ds: Dataset, *, leg: str | None = None, series: str | None = None) -> pd.DataFrame:
     """The study's "Failure attribution" table: one row per (leg, root cause), letters A, B, ...
     per leg in catalogue order, with the models, the error and whether it is fixable.
 
@@ -286,7 +286,5 @@ def failure_table(ds: "Dataset", *, leg: str | None = None, series: str | None =
     return pd.DataFrame(rows, columns=cols)
 
 
-def _model_order(ds: "Dataset") -> dict[str, int]:
-    from harness.analyze.tables import model_order
-
-    return {m: i for i, m in enumerate(model_order(ds))}
+def _model_order(ds: Dataset) -> dict[str, int]:
+    return {m: i for i, m in enumerate(ds.model_order())}

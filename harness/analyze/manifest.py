@@ -12,7 +12,8 @@ import re
 import pandas as pd
 
 from harness.analyze.canonical import Canonical, provenance_note
-from harness.analyze.tables import _legs, markdown_table, model_order
+from harness.analyze.fmt import markdown_table
+from harness.analyze.order import _legs, model_order
 
 NOT_RECORDED = "not recorded"
 

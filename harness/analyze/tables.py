@@ -25,10 +25,10 @@ import pandas as pd
 from harness.analyze.canonical import Canonical, provenance_note
 from harness.analyze.dataset import Dataset
 from harness.core.errors import UserError
+from harness.analyze.fmt import (MISSING, fmt_ci, fmt_ms, fmt_ratio, fmt_tok_s, fmt_verdict, markdown_table,  # noqa: F401
+                                 short_labels, ticked)
+from harness.analyze.order import _legs, leg_pairs, model_order, order_frame, row_key  # noqa: F401
 from harness.analyze.stats import Ratio, ratio
-
-MISSING = "—"
-
 
 @dataclass(frozen=True, kw_only=True)
 class Table:
@@ -46,104 +46,7 @@ class Table:
         return "\n".join(out) + "\n"
 
 
-# --- formatting ----------------------------------------------------------------------------------
-
-def fmt_tok_s(v: float | None) -> str:
-    return MISSING if v is None or pd.isna(v) else f"{v:,.0f}"
-
-
-def fmt_ms(v: float | None) -> str:
-    return MISSING if v is None or pd.isna(v) else f"{v:.2f}"
-
-
-def fmt_ratio(r: Ratio) -> str:
-    return MISSING if r.value is None else f"{r.value:.2f}x"
-
-
-def fmt_ci(r: Ratio) -> str:
-    return f"[{r.low:.2f}, {r.high:.2f}]" if r.low is not None and r.high is not None else ""
-
-
-def fmt_verdict(r: Ratio) -> str:
-    return MISSING if r.verdict == "missing" else r.verdict
-
-
-def ticked(name: str) -> str:
-    return f"`{name}`"
-
-
-def markdown_table(df: pd.DataFrame) -> str:
-    """A GitHub pipe table of `df` as strings."""
-    def cell(v: object) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-    head = "| " + " | ".join(cell(c) for c in df.columns) + " |"
-    rule = "|" + "|".join("---" for _ in df.columns) + "|"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join([head, rule, *body])
-
-
-def short_labels(labels: list[str]) -> dict[str, str]:
-    """Ratio-column labels: the leg labels without their common dotted prefix ("0.18" -> "18")."""
-    if len(labels) < 2:
-        return {x: x for x in labels}
-    prefix = os.path.commonprefix(labels)
-    cut = prefix.rfind(".") + 1
-    if cut and all(len(x) > cut for x in labels):
-        return {x: x[cut:] for x in labels}
-    return {x: x for x in labels}
-
-
-# --- order ---------------------------------------------------------------------------------------
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-
-
-def model_order(ds: Dataset) -> list[str]:
-    """Every model of the dataset in table order."""
-    models = list(dict.fromkeys(ds.records["model"])) if len(ds.records) else []
-    by_safe = {_safe(m): m for m in models}
-    order = [m for m in ds.study.model_order if m in models]
-    order += [by_safe[m] for m, _ in ds.sweep_order if m in by_safe and by_safe[m] not in order]
-    order += sorted(m for m in models if m not in order)
-    return list(dict.fromkeys(order))
-
-
-def row_key(ds: Dataset) -> Callable[[str, str], tuple]:
-    """Sort key of a (model, workload) row."""
-    models = {m: i for i, m in enumerate(model_order(ds))}
-    wl_study = {w: i for i, w in enumerate(ds.study.workload_order)}
-    pairs = {(p[0], p[1]): i for i, p in enumerate(ds.sweep_order)}
-
-    def key(model: str, workload: str) -> tuple:
-        return (models.get(model, len(models)), model, wl_study.get(workload, len(wl_study)),
-                pairs.get((_safe(model), workload), len(pairs)), workload)
-    return key
-
-
-def order_frame(canon: Canonical, df: pd.DataFrame) -> pd.DataFrame:
-    """`df` (with model, workload and optionally leg columns) in table order."""
-    if df.empty:
-        return df
-    key = row_key(canon.dataset)
-    legs = {n: i for i, n in enumerate(canon.study.leg_names)}
-    k = [key(m, w) + ((legs.get(lg, len(legs)),) if "leg" in df.columns else ())
-         for m, w, lg in zip(df["model"], df["workload"], df["leg"] if "leg" in df.columns else df["model"])]
-    return df.iloc[sorted(range(len(df)), key=lambda i: k[i])].reset_index(drop=True)
-
-
 # --- the tables ----------------------------------------------------------------------------------
-
-def _legs(canon: Canonical) -> list[tuple[str, str]]:
-    """(name, label) of every leg in study order, including legs only the records name."""
-    legs = [(x.name, x.label) for x in canon.study.legs]
-    seen = {n for n, _ in legs}
-    for r in canon.expected.drop_duplicates("leg").itertuples():
-        if r.leg not in seen:
-            legs.append((r.leg, canon.study.label(r.leg)))
-            seen.add(r.leg)
-    return legs
-
 
 def _ratio_label(kind: str, old: str, new: str, short: dict[str, str]) -> str:
     return f"{short[new]}/{short[old]}" if kind == "throughput" else f"{short[old]}→{short[new]}"
@@ -306,34 +209,3 @@ def _move_into(scratch: Path, out_dir: Path) -> list[Path]:
         os.replace(src, dst)
         written.append(dst)
     return written
-
-
-def write_study(study_dir: Path, out_dir: Path | None = None, *, allow_reused: bool | None = None) -> tuple[Canonical, list[Path]]:
-    """Everything derived from a study folder: CANONICAL.md, MANIFEST.md, tables/ (with the failure
-    attribution), compare/ and export/, under `out_dir` (default: `<study_dir>/derived`)."""
-    from harness.analyze.canonical import canonical_md, canonicalize
-    from harness.analyze.dataset import load
-    from harness.analyze.export import export
-    from harness.analyze.failure import failure_table
-    from harness.analyze.manifest import manifest_md
-
-    study_dir = Path(study_dir)
-    out_dir = Path(out_dir) if out_dir is not None else study_dir / "derived"
-    ds = load(study_dir)
-    canon = canonicalize(ds, allow_reused=allow_reused)
-    # Build every text before writing any file: an error leaves nothing half-written.
-    texts = {"CANONICAL.md": canonical_md(canon), "MANIFEST.md": manifest_md(canon)}
-    fail = failure_table(ds)
-    fail_t = Table(name="failures", title="Failure attribution", data=fail, display=fail.drop(columns=["group"]),
-                   notes=("Built from the records: per leg, the models with no passing run in the main "
-                          "series or passing only under a pin, grouped by failure signature (harness.analyze.failure).",))
-    written = write_tables(canon, out_dir)
-    written += _write_table(fail_t, out_dir / "tables" / "failures")
-    for name, text in texts.items():
-        path = out_dir / name
-        tmp = path.with_name(f".{name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-        written.append(path)
-    written += export(canon, out_dir / "export")
-    return canon, written

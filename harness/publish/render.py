@@ -378,7 +378,7 @@ def render(study_dir: Path | str, out_dir: Path | str | None = None, *,
 
 def _derive(root: Path, scratch: Path) -> tuple[Any, list[Path]]:
     """CANONICAL.md, MANIFEST.md, tables/, compare/ and export/: what the card's configs point at."""
-    from harness.analyze.tables import write_study
+    from harness.analyze.derive import write_study
 
     return write_study(root, scratch)
 
