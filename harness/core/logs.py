@@ -2,13 +2,17 @@
 
 One module for every reader of a run's `run.log`: the run (`harness.measure.run`) takes the failure
 from it, failure attribution (`harness.analyze.failure`) matches signatures against it, and the
-diagnostics parse the MoE routing out of it. Pure text in, plain values out; nothing here reads a
-file or imports the rest of the harness, so every layer may use it.
+diagnostics parse the MoE routing out of it; `scrub` takes machine paths out of a log line before a
+committed record keeps it. Pure text in, plain values out; nothing here reads a file, so every layer
+may use it.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
+
+from harness.core import paths
 
 # --- process prefixes and tracebacks --------------------------------------------------------------
 
@@ -108,3 +112,12 @@ def sm_short(split: str | None) -> str | None:
         return None
     m = re.match(r"(\d+) SMs", split)
     return f"{m.group(1)} SMs" if m else split
+
+
+# --- text for committed records ------------------------------------------------------------------
+
+def scrub(text: str) -> str:
+    """Machine paths out of text that goes into a committed record: the cache, the checkout, home."""
+    for path, name in ((paths.cache_dir(), "$HARNESS_CACHE"), (paths.PROJ_ROOT, "."), (Path.home(), "~")):
+        text = text.replace(str(path), name)
+    return text

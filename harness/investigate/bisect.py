@@ -26,11 +26,9 @@ Record SCHEMA_VERSION history:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -43,7 +41,7 @@ from rich.console import Console
 
 from harness import __version__
 
-from harness.measure import guard, leg as legmod
+from harness.measure import leg as legmod
 
 from harness.core import paths
 
@@ -51,16 +49,22 @@ from harness.schema import record
 
 from harness.analyze import stats
 from harness.core.errors import LegEnvError, UserError
+from harness.core.logs import scrub
+from harness.measure.index import index_url, index_versions, lock_versions
 from harness.measure.leg import LegEnv, LegSpec
+from harness.measure.lock import waiting_node_lock, while_busy
 from harness.schema.record import RunRecord
 from harness.measure.scenario import Scenario, load_scenario, scenario_path
 from harness.measure.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
-from harness.investigate.window import index_url, index_versions, lock_versions, scrub
 
 SCHEMA_VERSION = 1
 RESULTS_DIR = paths.RESULTS / "bisect"
 
 console = Console(stderr=True)
+
+
+def _say(text: str) -> None:
+    console.print(f"[yellow]{text}")
 
 
 class _Frozen(BaseModel):
@@ -291,24 +295,6 @@ def releases_between(good: LegSpec, bad: LegSpec, on_index: Sequence[Version]) -
 
 # --- measuring with the sweep machinery -----------------------------------------------------------
 
-@contextlib.contextmanager
-def waiting_node_lock(wait_s: float, poll_s: float = 30.0) -> Iterator[None]:
-    """The node lock, waiting for another sweep to finish rather than measuring beside it."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        with contextlib.ExitStack() as stack:
-            try:
-                stack.enter_context(guard.node_lock())
-            except UserError as e:
-                if time.monotonic() >= deadline:
-                    raise
-                console.print(f"[yellow]waiting for the node lock: {e}")
-                time.sleep(poll_s)
-                continue
-            yield
-            return
-
-
 def _stack(env: LegEnv) -> dict[str, str]:
     got = lock_versions(env.lock)
     return {k: got[k] for k in (env.leg.vllm_dist, "torch", "transformers") if k in got}
@@ -343,7 +329,7 @@ class SweepMeasure:
                 envs[v] = legmod.resolve(spec, pins, offline=self.offline)
             except LegEnvError as e:
                 out[v] = Measurement(leg=spec.name, skip_reason=str(e))
-        with waiting_node_lock(self.lock_wait_s):
+        with waiting_node_lock(self.lock_wait_s, say=_say):
             for v, env in list(envs.items()):
                 try:
                     rep = legmod.ensure(env)
@@ -390,16 +376,9 @@ class SweepMeasure:
         return [out[v] for v in versions]
 
     def _execute(self, args: SweepArgs, planned: list[PlannedRun]) -> list[RunRecord]:
-        deadline = time.monotonic() + self.lock_wait_s
-        while True:
-            try:
-                return execute_plan(args, self.sc, self.study_dir, planned).records
-            except UserError as e:
-                # Another sweep took the node lock since the envs were built: wait, never measure beside it.
-                if "another sweep is measuring" not in str(e) or time.monotonic() >= deadline:
-                    raise
-                console.print(f"[yellow]waiting for the node lock: {e}")
-                time.sleep(30)
+        # Another sweep may take the node lock after the envs were built: wait, never measure beside it.
+        return while_busy(lambda: execute_plan(args, self.sc, self.study_dir, planned).records,
+                          wait_s=self.lock_wait_s, say=_say)
 
     def _write_study_meta(self, legs: list[LegSpec]) -> None:
         path = self.study_dir / "study.yaml"

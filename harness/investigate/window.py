@@ -7,8 +7,7 @@ lock with only PACKAGE replaced, forced by a uv override even outside the declar
 probe with the env's Python and records the outcome; the record sets the working window beside the
 declared range and flags "declared range admits broken releases".
 
-Listing releases lives here too (`index_versions`): the package index's PEP 691 JSON project page,
-the same source uv and pip read. `harness.investigate.bisect` uses it for the releases between two legs.
+Releases are listed from the package index by `harness.measure.index`.
 
 Record SCHEMA_VERSION history:
 # 1 - first format: inputs, declared requirements, one entry per tested release, windows, flags.
@@ -23,8 +22,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +30,7 @@ from typing import Literal
 from packaging.markers import InvalidMarker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name,
-                             parse_sdist_filename, parse_wheel_filename)
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
@@ -47,76 +43,17 @@ from harness.core import paths
 
 from harness.schema import record
 from harness.core.errors import LegEnvError, UserError
+from harness.core.logs import scrub
+from harness.measure.index import index_url, index_versions, lock_versions
 from harness.measure.leg import LegEnv, LegSpec
+from harness.measure.lock import waiting_node_lock
 
 SCHEMA_VERSION = 1
 RESULTS_DIR = paths.RESULTS / "window"
-DEFAULT_INDEX = "https://pypi.org/simple"
-PEP691 = "application/vnd.pypi.simple.v1+json"
 ADMITS_BROKEN = "declared range admits broken releases"
 EXCLUDES_WORKING = "declared range excludes working releases"
 
 console = Console(stderr=True)
-
-
-# --- releases on the index ------------------------------------------------------------------------
-
-def index_url() -> str:
-    """The index uv and pip would use: their own settings first, PyPI otherwise."""
-    for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL"):
-        if os.environ.get(var):
-            return os.environ[var].rstrip("/")
-    return DEFAULT_INDEX
-
-
-def _file_version(filename: str) -> Version | None:
-    try:
-        if filename.endswith(".whl"):
-            return parse_wheel_filename(filename)[1]
-        return parse_sdist_filename(filename)[1]
-    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
-        return None  # eggs, .exe installers, odd names: not something uv would install
-
-
-def parse_simple_json(page: dict, *, include_pre: bool = False) -> list[Version]:
-    """Releases on a PEP 691 project page, ascending: versions with at least one file not yanked.
-
-    A version whose every file is yanked is not a release anyone resolves to, so it is left out;
-    pre-releases (and dev releases) only with `include_pre`.
-    """
-    if not isinstance(page, dict) or not isinstance(page.get("files"), list):
-        raise ValueError("not a PEP 691 project page (no 'files' list)")
-    found: set[Version] = set()
-    for f in page["files"]:
-        if not isinstance(f, dict) or f.get("yanked"):
-            continue
-        v = _file_version(str(f.get("filename", "")))
-        if v is not None and (include_pre or not v.is_prerelease):
-            found.add(v)
-    return sorted(found)
-
-
-def index_versions(project: str, *, index: str | None = None, include_pre: bool = False,
-                   timeout_s: float = 60) -> list[Version]:
-    base = (index or index_url()).rstrip("/")
-    url = f"{base}/{canonicalize_name(project)}/"
-    req = urllib.request.Request(url, headers={"Accept": PEP691})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            ctype = resp.headers.get("Content-Type", "")
-            body = resp.read()
-    except urllib.error.HTTPError as e:
-        if e.code == 404:
-            raise UserError(f"{url}: no project {project!r} on the index") from None
-        raise UserError(f"{url}: cannot list releases of {project}: HTTP {e.code}") from None
-    except (urllib.error.URLError, OSError) as e:
-        raise UserError(f"{url}: cannot list releases of {project}: {e}") from None
-    if "json" not in ctype:
-        raise UserError(f"{url}: the index answered {ctype or 'no content type'}, not PEP 691 JSON")
-    try:
-        return parse_simple_json(json.loads(body), include_pre=include_pre)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise UserError(f"{url}: unreadable project page: {e}") from None
 
 
 # --- the declared range ---------------------------------------------------------------------------
@@ -175,17 +112,6 @@ def read_declared(env: LegEnv, package: str) -> list[Declared]:
         raise LegEnvError(env.leg.name, "metadata probe", proc.returncode, proc.stderr)
     data = json.loads(proc.stdout)
     return declared_requirements(data["requires"], data["env"])
-
-
-def lock_versions(lock: str) -> dict[str, str]:
-    """name -> version of every `name==version` line of a uv lock."""
-    out = {}
-    for line in lock.splitlines():
-        req = line.split(";", 1)[0].strip()
-        if "==" in req:
-            name, ver = req.split("==", 1)
-            out[canonicalize_name(name.split("[", 1)[0])] = ver.strip()
-    return out
 
 
 # --- choosing releases ----------------------------------------------------------------------------
@@ -347,13 +273,6 @@ class ProbeOutcome:
     stderr: str
 
 
-def scrub(text: str) -> str:
-    """Machine paths out of text that goes into a committed record: the cache, the checkout, home."""
-    for path, name in ((paths.cache_dir(), "$HARNESS_CACHE"), (paths.PROJ_ROOT, "."), (Path.home(), "~")):
-        text = text.replace(str(path), name)
-    return text
-
-
 def _last(text: str) -> str:
     return scrub(next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")[:500])
 
@@ -494,8 +413,6 @@ def window(args: WindowArgs, *, try_one: Callable[..., ReleaseResult] = try_rele
         from harness.measure.tinymodel import build_tiny_model
         extra_env["HARNESS_TINY_MODEL"] = str(build_tiny_model())
     # Builds and probes load both cores for minutes: never beside another sweep's timed runs.
-    from harness.investigate.bisect import waiting_node_lock
-
     with waiting_node_lock(args.lock_wait_s):
         results = [_try_and_show(try_one, spec, env.lock, package, v, spec_set, args, extra_env) for v in chosen]
     notes = []

@@ -19,7 +19,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from harness.core import paths
-from harness.core.errors import UserError
+from harness.core.errors import NodeBusyError, UserError
 
 
 @contextlib.contextmanager
@@ -32,8 +32,7 @@ def node_lock(path: Path | None = None) -> Iterator[Path]:
         lock.acquire(timeout=0)
     except Timeout:
         who = holder.read_text().strip() if holder.exists() else "unknown"
-        raise UserError(f"{path}: another sweep is measuring on this node ({who}); "
-                        "two sweeps never measure at once") from None
+        raise NodeBusyError(path, who) from None
     try:
         holder.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
         yield path
