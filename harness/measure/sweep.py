@@ -15,10 +15,8 @@ from datetime import datetime
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 import yaml
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from harness import __version__
@@ -31,11 +29,11 @@ from harness.schema import record
 from harness.core.errors import UserError
 from harness.measure.leg import LegEnv
 from harness.schema.record import RunRecord
-from harness.measure.run import RunSpec, execute, kill_orphans
+from harness.measure.executors import EXECUTORS, Executor, PlannedRun, console, executor_named  # noqa: F401
+from harness.measure.run import RunSpec, kill_orphans
 from harness.measure.scenario import Scenario, load_scenario, scenario_path
 from harness.measure.tinymodel import build_tiny_model, materialize_architecture
 
-console = Console(stderr=True, soft_wrap=True)  # one line per run, also in a log file
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,7 +72,7 @@ class SweepArgs:
         p.add_argument("--devices", help="CUDA_VISIBLE_DEVICES for every run")
         p.add_argument("--dry-run", action="store_true", help="print the plan, measure nothing")
         p.add_argument("--offline", action="store_true", help="resolve legs from uv's cache only")
-        p.add_argument("--executor", choices=["local", "ray"], default="local")
+        p.add_argument("--executor", choices=list(EXECUTORS), default="local")
         p.add_argument("--address", dest="ray_address", help="Ray cluster address (with --executor ray)")
 
     @classmethod
@@ -91,15 +89,6 @@ class SweepArgs:
 
 
 @dataclass(kw_only=True)
-class PlannedRun:
-    index: int
-    spec: RunSpec
-    run_dir: Path
-    reuse: RunRecord | None = None
-    dirty: list[str] = field(default_factory=list)
-
-
-@dataclass(kw_only=True)
 class SweepResult:
     invocation_id: str
     study_dir: Path
@@ -107,11 +96,6 @@ class SweepResult:
     measured: int
     reused: int
     index_path: Path
-
-
-class Executor(Protocol):
-    def run_all(self, planned: list[PlannedRun], *, invocation_id: str, allow_dirty: bool,
-                on_done: Callable[[PlannedRun, RunRecord, bool], None]) -> None: ...
 
 
 def _pick(names: Iterable[str], wanted: tuple[str, ...], what: str, where: Path) -> list[str]:
@@ -212,26 +196,6 @@ def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str]) -> None:
     os.replace(tmp, path)
 
 
-class LocalExecutor:
-    """Runs on this node, one at a time; the GPU-busy guard is checked before every run."""
-
-    def run_all(self, planned, *, invocation_id, allow_dirty, on_done):
-        for p in planned:
-            if p.reuse is not None:
-                on_done(p, p.reuse, True)
-                continue
-            dirty = p.dirty + guard.check(guard.gpu_processes(), allow_dirty, "GPU already has processes")
-            rec = execute(p.spec, p.run_dir, invocation_id=invocation_id, dirty=dirty, allow_dirty=allow_dirty)
-            on_done(p, rec, False)
-
-
-def executor_for(args: SweepArgs) -> Executor:
-    if args.executor == "ray":
-        from harness.measure.executors.ray import RayExecutor
-        return RayExecutor(address=args.ray_address)
-    return LocalExecutor()
-
-
 def sweep(args: SweepArgs, *, executor: Executor | None = None) -> SweepResult:
     sc, study_dir, planned = plan(args)
     return execute_plan(args, sc, study_dir, planned, executor=executor)
@@ -248,7 +212,7 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
                            reused=sum(p.reuse is not None for p in planned), index_path=Path())
     # Sortable by name in the order invocations started (milliseconds), unique by the suffix.
     invocation_id = datetime.now().strftime("%Y%m%dT%H%M%S%f")[:-3] + "-" + uuid.uuid4().hex[:6]
-    executor = executor or executor_for(args)
+    executor = executor or executor_named(args.executor, address=args.ray_address)
     with guard.node_lock() if args.executor == "local" else _null():
         if args.executor == "local":
             left = kill_orphans()

@@ -40,7 +40,7 @@ from harness.measure import guard, leg as legmod
 from harness.core.errors import UserError
 from harness.schema.record import Failure, RunRecord, Timing, now, write
 from harness.measure.run import RunSpec, execute, kill_orphans
-from harness.measure.sweep import PlannedRun, console
+from harness.measure.executors import PlannedRun, console
 
 try:
     import ray
@@ -191,6 +191,8 @@ def _unmeasured_record(a: _Attempt, invocation_id: str, allow_dirty: bool, reaso
 
 class RayExecutor:
     """Runs a sweep's plan as Ray tasks, one per run, each holding a whole node."""
+
+    OPTIONS = ("address",)
 
     def __init__(self, address: str | None = None, *, max_attempts: int = MAX_ATTEMPTS,
                  poll_s: float = POLL_S) -> None:
