@@ -60,3 +60,21 @@ def ratio(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool 
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     verdict: Verdict = "faster" if low > 1 else "slower" if high < 1 else "no difference detected"
     return Ratio(value=value, low=low, high=high, verdict=verdict, **common)
+
+
+# The flat band of the report's claims: a ratio within 1 ± band (bounds included) is "flat". Decided
+# here, beside the interval verdict, so that the claims do not re-derive it.
+BandSide = Literal["below", "within", "above"]
+
+
+def band_side(value: float, band: float) -> BandSide:
+    """Where a ratio lies against the flat band 1 ± band."""
+    if 1 - band <= value <= 1 + band:
+        return "within"
+    return "below" if value < 1 - band else "above"
+
+
+def flat_across(values: Sequence[float], band: float) -> bool:
+    """Whether figures of one row on several legs lie within `band` of each other (largest over
+    smallest, minus 1)."""
+    return max(values) / min(values) - 1 <= band
