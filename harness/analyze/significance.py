@@ -1,0 +1,250 @@
+"""The project's one significance rule, and the simulation that checks its error rates.
+
+Rule: Welch's t-test on the natural log of each repeat's value (one run's figure, never the passes
+inside one run), two-sided, at ALPHA; when the sides have different numbers of repeats its degrees of
+freedom are capped at the smaller side's n - 1 (`_df`). Its interval is the matching Welch t-interval of the difference
+of log means, exponentiated: a ratio of geometric means. The interval excludes 1.0 exactly when the
+test rejects, so the verdict and the interval never disagree. `docs/statistics.md` says why this rule
+and what it assumes; `python -m harness.analyze.significance --simulate` prints its error-rate table.
+
+Verdicts: "faster" / "slower" (the test rejects), "no difference detected" (it does not; never "no
+difference"), "too few repeats" (one side has a single repeat and the other more: no variance on one
+side, so the rule cannot decide however large the gap; `needs` says how many per side it takes),
+"single pass" (one repeat on each side), "missing" (a side has none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+ALPHA = 0.05
+METHOD = "Welch t on log values"
+MIN_N = 2           # per side: the rule needs a variance on each side
+DETECT = 0.05       # the difference `needs` is quoted for when a verdict cannot be reached
+POWER = 0.8
+
+Verdict = Literal["faster", "slower", "no difference detected", "too few repeats", "single pass", "missing"]
+
+
+def footnote(alpha: float = ALPHA) -> str:
+    """The line printed beside every table of intervals: which rule, at which level."""
+    return (f"verdict: {METHOD}, two-sided, α={alpha:g}, over the repeats (one run's figure each); "
+            f"n per side shown; the interval is the matching {1 - alpha:.0%} t-interval of the ratio of "
+            f"geometric means; \"too few repeats\": fewer than {MIN_N} on a side (see docs/statistics.md).")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Test:
+    """One application of the rule to num/den (a ratio above 1 means num is larger)."""
+
+    ratio: float              # ratio of geometric means
+    low: float
+    high: float
+    p: float
+    df: float
+    verdict: Verdict          # "faster" when num is significantly larger
+
+
+def welch_log(num: Sequence[float], den: Sequence[float], *, alpha: float = ALPHA) -> Test:
+    """Welch's t on log values of two samples of at least MIN_N positive values each."""
+    from scipy import stats as sps  # imported here: a CLI start should not pay for scipy
+
+    a, b = np.log(np.asarray(num, dtype=float)), np.log(np.asarray(den, dtype=float))
+    if len(a) < MIN_N or len(b) < MIN_N:
+        raise ValueError(f"welch_log needs at least {MIN_N} values per side (got {len(a)} and {len(b)})")
+    d = float(a.mean() - b.mean())
+    va, vb = float(a.var(ddof=1)) / len(a), float(b.var(ddof=1)) / len(b)
+    se = math.sqrt(va + vb)
+    if se == 0.0:
+        # Identical repeats on both sides (published figures quoted to a few digits): no spread to
+        # weigh a gap against, so no gap is called a difference.
+        r = math.exp(d)
+        return Test(ratio=r, low=r, high=r, p=1.0, df=float("nan"), verdict="no difference detected")
+    df = _df(va, vb, len(a), len(b))
+    t = d / se
+    p = float(2 * sps.t.sf(abs(t), df))
+    half = float(sps.t.ppf(1 - alpha / 2, df)) * se
+    verdict: Verdict = ("no difference detected" if p >= alpha else "faster" if d > 0 else "slower")
+    return Test(ratio=math.exp(d), low=math.exp(d - half), high=math.exp(d + half), p=p, df=float(df), verdict=verdict)
+
+
+def _df(va, vb, n_a: int, n_b: int):
+    """Welch-Satterthwaite degrees of freedom, capped at min(n) - 1 when the sides differ in size:
+    with one side much smaller the estimated df runs high exactly when that side's variance came out
+    small, and the test overshoots its level (10% at 2 vs 10 repeats, log-normal). The cap is Hsu's
+    conservative bound, valid whatever the two variances are."""
+    df = (va + vb) ** 2 / (va ** 2 / (n_a - 1) + vb ** 2 / (n_b - 1))
+    return df if n_a == n_b else np.minimum(df, min(n_a, n_b) - 1)
+
+
+def power(n: int, log_sd: float, effect: float, *, alpha: float = ALPHA) -> float:
+    """The rule's power with n repeats per side, log-normal repeats of spread `log_sd` on both sides
+    and a true ratio of 1 + effect (Student's df 2n-2: equal spreads make Welch's df close to it)."""
+    from scipy import stats as sps
+
+    if n < MIN_N:
+        return 0.0
+    if log_sd <= 0:
+        return 1.0
+    df = 2 * n - 2
+    ncp = math.log1p(effect) / (log_sd * math.sqrt(2 / n))
+    crit = sps.t.ppf(1 - alpha / 2, df)
+    return float(sps.nct.sf(crit, df, ncp) + sps.nct.cdf(-crit, df, ncp))
+
+
+def n_needed(log_sd: float | None, effect: float = DETECT, *, alpha: float = ALPHA, target: float = POWER,
+             n_max: int = 100) -> int:
+    """Repeats per side for the rule to detect a difference of `effect` with probability `target`
+    at spread `log_sd`; MIN_N when the spread is unknown (the least that can ever decide)."""
+    if log_sd is None or not math.isfinite(log_sd):
+        return MIN_N
+    for n in range(MIN_N, n_max + 1):
+        if power(n, log_sd, effect, alpha=alpha) >= target:
+            return n
+    return n_max
+
+
+def log_sd(*samples: Sequence[float]) -> float | None:
+    """Pooled standard deviation of log values over the sides that have at least two values."""
+    num = den = 0.0
+    for s in samples:
+        a = np.log(np.asarray(s, dtype=float))
+        if len(a) >= 2:
+            num += float(((a - a.mean()) ** 2).sum())
+            den += len(a) - 1
+    return math.sqrt(num / den) if den else None
+
+
+# --- the simulation --------------------------------------------------------------------------------
+
+SPREAD_STUDIES = {"H200": ("results/h200",), "CPU": ("results/cpu-tiny", "results/cpu-repeat")}
+NS = (2, 3, 5, 10)
+EFFECTS = (0.02, 0.05, 0.10)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spread:
+    name: str
+    log_sd: float          # median over cells of the log-value standard deviation of their repeats
+    cells: int             # cells with at least two repeats behind it
+    residuals: np.ndarray  # standardized log residuals of the cells with 3+ repeats: the noise's shape
+
+
+def spreads_from_records(root: Path | str = ".", studies: dict[str, tuple[str, ...]] | None = None) -> list[Spread]:
+    """Per platform, the median repeat spread (sd of log values) over every (series, arm, leg,
+    model, workload) with two or more passing repeats in the shipped studies, and their pooled
+    standardized residuals (each cell's log values minus their mean, scaled to unit variance)."""
+    from harness.analyze.dataset import load
+
+    out = []
+    for name, dirs in (studies or SPREAD_STUDIES).items():
+        sds, res = [], []
+        for d in dirs:
+            df = load(Path(root) / d).records
+            ok = df[df["status"] == "ok"]
+            val = np.where(ok["kind"] == "throughput", ok["throughput_tok_s"], ok["ms_per_token"]).astype(float)
+            ok = ok.assign(v=val).dropna(subset=["v"])
+            for _, g in ok.groupby(["series", "arm", "leg", "model", "workload"]):
+                x = np.log(g["v"].to_numpy(dtype=float))
+                if len(x) < 2 or x.std(ddof=1) == 0:
+                    continue
+                sds.append(float(x.std(ddof=1)))
+                # Two repeats give residuals of exactly +-1 whatever the noise: no shape to learn.
+                if len(x) >= 3:
+                    res.extend((x - x.mean()) / x.std(ddof=1) * math.sqrt((len(x) - 1) / len(x)))
+        if not sds or not res:
+            raise ValueError(f"no cell with two or more repeats in {', '.join(dirs)}")
+        r = np.asarray(res)
+        out.append(Spread(name=name, log_sd=float(np.median(sds)), cells=len(sds), residuals=r / r.std()))
+    return out
+
+
+def _welch_reject(a: np.ndarray, b: np.ndarray, alpha: float) -> np.ndarray:
+    """Vectorized rule over rows: a and b are (reps, n) arrays of log values."""
+    from scipy import stats as sps
+
+    va, vb = a.var(axis=1, ddof=1) / a.shape[1], b.var(axis=1, ddof=1) / b.shape[1]
+    se = np.sqrt(va + vb)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = _df(va, vb, a.shape[1], b.shape[1])
+        t = (a.mean(axis=1) - b.mean(axis=1)) / se
+    # Resampled residuals can tie on both sides (se 0): welch_log calls that no difference.
+    return np.where(se > 0, 2 * sps.t.sf(np.abs(np.nan_to_num(t)), np.nan_to_num(df, nan=1.0)) < alpha, False)
+
+
+def rejection_rate(n_a: int, n_b: int, *, log_sd: float, effect: float = 0.0, reps: int = 20000,
+                   noise: np.ndarray | None = None, alpha: float = ALPHA, seed: int = 0,
+                   reject=_welch_reject, log_sd_b: float | None = None) -> float:
+    """Fraction of `reps` simulated comparisons the rule calls a difference: side A's log values are
+    log(1 + effect) + noise, side B's noise, noise being log_sd times standard normals or, with
+    `noise`, resampled standardized residuals; `log_sd_b` gives side B another spread. effect = 0
+    gives the false-positive rate."""
+    rng = np.random.default_rng(seed)
+
+    def draw(n: int, sd: float) -> np.ndarray:
+        z = rng.standard_normal((reps, n)) if noise is None else rng.choice(noise, size=(reps, n))
+        return sd * z
+    a, b = draw(n_a, log_sd) + math.log1p(effect), draw(n_b, log_sd if log_sd_b is None else log_sd_b)
+    return float(np.mean(reject(a, b, alpha)))
+
+
+def fpr_limit(reps: int, alpha: float = ALPHA, *, checks: int = 1, miss: float = 1e-3) -> float:
+    """The highest rejection rate over `reps` simulated null comparisons that is still consistent
+    with a true rate of `alpha`: the binomial quantile that a rule of level exactly `alpha` exceeds
+    with probability `miss` / `checks` (Bonferroni over the checks made)."""
+    from scipy import stats as sps
+
+    return float(sps.binom.ppf(1 - miss / checks, reps, alpha)) / reps
+
+
+def simulate(spreads: Iterable[Spread], *, ns: Sequence[int] = NS, effects: Sequence[float] = EFFECTS,
+             reps: int = 20000, seed: int = 0) -> list[dict[str, object]]:
+    """One row per (spread, noise shape, n): false-positive rate and power per effect."""
+    rows = []
+    for i, sp in enumerate(spreads):
+        for shape, noise in (("log-normal", None), ("measured residuals", sp.residuals)):
+            for n in ns:
+                row: dict[str, object] = {"spread": sp.name, "log_sd": sp.log_sd, "noise": shape, "n": n}
+                kw = dict(log_sd=sp.log_sd, reps=reps, noise=noise)
+                row["fpr"] = rejection_rate(n, n, effect=0.0, seed=seed + 1000 * i + n, **kw)
+                for e in effects:
+                    row[f"power {e:.0%}"] = rejection_rate(n, n, effect=e, seed=seed + 1000 * i + 100 + n, **kw)
+                rows.append(row)
+    return rows
+
+
+def markdown(rows: list[dict[str, object]], spreads: list[Spread], reps: int, seed: int) -> str:
+    cols = [c for c in rows[0] if c not in ("log_sd",)]
+    out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols) + " |")
+    src = "; ".join(f"{s.name}: median log-sd {s.log_sd:.4f} over {s.cells} cells" for s in spreads)
+    out += ["", f"_{METHOD}, two-sided, α={ALPHA:g}; {reps} simulated comparisons per cell, seed {seed}; "
+                f"n repeats per side; spreads from the shipped records ({src})._"]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m harness.analyze.significance",
+                                description="Error rates of the significance rule, simulated with the shipped studies' spreads.")
+    p.add_argument("--simulate", action="store_true", help="print the false-positive / power table")
+    p.add_argument("--reps", type=int, default=20000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--root", default=".", help="the repository root holding results/")
+    a = p.parse_args(argv)
+    if not a.simulate:
+        p.print_help()
+        return
+    spreads = spreads_from_records(a.root)
+    print(markdown(simulate(spreads, reps=a.reps, seed=a.seed), spreads, a.reps, a.seed), end="")
+
+
+if __name__ == "__main__":
+    main()
