@@ -5,8 +5,8 @@
 
 Each notebook is thin: a markdown cell saying what it is and how to run it (the published study's data
 and a CPU variant that measures for real), a `parameters` cell papermill can override, one import
-cell, then short cells that call `harness.investigate.diagnostics` and `harness.publish.figures`. Figure cells carry
-`#| label: fig-...` so Quarto can embed them. Executed notebooks are never committed.
+cell, then short cells that call the study's modules in `harness.investigate` and `harness.publish.figures`.
+Figure cells carry `#| label: fig-...` so Quarto can embed them. Executed notebooks are never committed.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 HERE = Path(__file__).resolve().parent
 
-IMPORTS = """\
+_IMPORTS = """\
 %matplotlib inline
 from IPython.display import Markdown, display
 
-from harness.investigate import diagnostics as dx
+from harness.investigate import {studies}
 from harness.publish import figures
 from harness.analyze.dataset import load
 from harness.analyze.tables import markdown_table
@@ -35,7 +35,13 @@ def show(df):
 
 
 def bullets(lines):
-    display(Markdown("\\n".join(f"- {x}" for x in lines) or "(nothing)"))"""
+    display(Markdown("\\n".join(f"- {{x}}" for x in lines) or "(nothing)"))"""
+
+
+def imports(*studies: str) -> str:
+    """The notebook's one import cell: the diagnostic modules (`harness.investigate.*`) it calls."""
+    return _IMPORTS.format(studies=", ".join(studies))
+
 
 RUN_NOTE = ("Run from the project root with the project's environment (`.venv`, kernel `python3`). The "
             "executed notebook is output, not source: do not commit it.")
@@ -118,31 +124,32 @@ resume = False                           # when measuring: reuse runs whose fing
 main_series = "main"                     # the single-pass table to compare the medians with
 spread_limit = 0.015                     # the claim checked: "repeat spread under 1.5%"
 lock_wait_s = 3600                       # wait this long for another sweep's node lock"""),
-    code(IMPORTS),
+    code(imports('common', 'launch', 'repeat')),
     code("""\
-series = series or dx.scenario_series(scenario)
+series = series or common.scenario_series(scenario)
 if run:
-    res = dx.measure(scenario=scenario, results_dir=results_dir, legs=legs, models=model, workloads=workloads,
-                     repeats=reps, resume=resume, lock_wait_s=lock_wait_s)
-    print(dx.measured_summary(res))
+    res = launch.measure(scenario=scenario, results_dir=results_dir, legs=legs, models=model, workloads=workloads,
+                         repeats=reps, resume=resume, lock_wait_s=lock_wait_s)
+    print(launch.measured_summary(res))
 else:
     print(f"run=False: analysing the records in {results_dir}")"""),
     code("""\
-ds = load(dx.study_path(results_dir))
-study = dx.repeat_study(ds, series=series, model=model, legs=legs, workloads=workloads, main_series=main_series)
+ds = load(common.study_path(results_dir))
+study = repeat.repeat_study(ds, series=series, model=model, legs=legs, workloads=workloads, main_series=main_series)
 print(f"{ds.study.title or ds.study.name}: {study.model}, {study.old_label} vs {study.new_label}, series {series}")"""),
     md("## Repeats per leg"),
     code("""\
 show(study.display)
 bullets(study.notes)"""),
     md("## Gap against spread"),
-    code("bullets([f\"Rule: {dx.SIGNAL_RULE}.\"] + dx.repeat_conclusion(study))"),
+    code("bullets([f\"Rule: {repeat.SIGNAL_RULE}.\"] + repeat.repeat_conclusion(study))"),
     md("## The spread claim\n\nEach leg's repeat spread against `spread_limit`, under both measures."),
     code("""\
-bullets(dx.spread_check_text(study, spread_limit))
-show(dx.spread_check(study, spread_limit).assign(spread=lambda d: d["spread"].map(dx.fmt_pct)))"""),
+bullets(repeat.spread_check_text(study, spread_limit))
+show(repeat.spread_check(study, spread_limit).assign(spread=lambda d: d["spread"].map(common.fmt_pct)))"""),
     md("## Medians against the main table's single pass"),
-    code("bullets(dx.main_table_check(study) or [f'series {main_series!r} has no cell of these legs and workloads'])"),
+    code("bullets(repeat.main_table_check(study)\n"
+         "        or [f'series {main_series!r} has no cell of these legs and workloads'])"),
     figure("fig-repeat-samples", "Every repeat per leg and workload; bars are medians.",
            "figures.repeat_strip(study.samples, title=f\"{study.model}: repeats per leg\")"),
     figure("fig-ratio-vs-decode", "Ratio of medians (95% CI) against the workload's decode share.",
@@ -195,26 +202,26 @@ reps = 0                                 # repeats when measuring (0: the scenar
 run = False
 resume = False
 lock_wait_s = 3600"""),
-    code(IMPORTS),
+    code(imports('common', 'launch', 'moe_backend')),
     code("""\
-series = series or dx.scenario_series(scenario)
+series = series or common.scenario_series(scenario)
 if run:
-    res = dx.measure(scenario=scenario, results_dir=results_dir, legs=legs, models=model, workloads=workload,
-                     arms=arms, repeats=reps or None, resume=resume, lock_wait_s=lock_wait_s)
-    print(dx.measured_summary(res))
+    res = launch.measure(scenario=scenario, results_dir=results_dir, legs=legs, models=model, workloads=workload,
+                         arms=arms, repeats=reps or None, resume=resume, lock_wait_s=lock_wait_s)
+    print(launch.measured_summary(res))
 else:
     print(f"run=False: analysing the records in {results_dir}")"""),
     code("""\
-ds = load(dx.study_path(results_dir))
-arm_tab = dx.arm_table(ds, series=series, model=model or None, workload=workload or None, legs=legs, arms=arms,
-                       scenario=scenario, reference=reference or None)
+ds = load(common.study_path(results_dir))
+arm_tab = moe_backend.arm_table(ds, series=series, model=model or None, workload=workload or None, legs=legs,
+                                arms=arms, scenario=scenario, reference=reference or None)
 print(f"{ds.study.title or ds.study.name}: {arm_tab.model} / {arm_tab.workload}, series {series}")"""),
     md("## Throughput and routing per arm"),
     code("""\
 show(arm_tab.display)
 bullets(arm_tab.notes)"""),
     md("## What the arms say"),
-    code("bullets(dx.arm_conclusion(arm_tab))"),
+    code("bullets(moe_backend.arm_conclusion(arm_tab))"),
     figure("fig-moe-arms", "Median per (leg, arm) with repeats; arms that did not run are labelled.",
            "figures.arm_bars(arm_tab.table, unit=f\"{arm_tab.workload} tok/s\" if arm_tab.kind == 'throughput' "
            "else 'ms/tok', title=f\"{arm_tab.model}: {arm_tab.workload} per arm\")"),
@@ -266,25 +273,25 @@ arms = ""                                    # when measuring: only these arms (
 run = False
 resume = False
 lock_wait_s = 3600"""),
-    code(IMPORTS),
+    code(imports('common', 'falsification', 'launch')),
     code("""\
-series = series or dx.scenario_series(scenario)
+series = series or common.scenario_series(scenario)
 if run:
-    res = dx.measure(scenario=scenario, results_dir=results_dir, legs=legs, arms=arms, resume=resume,
-                     lock_wait_s=lock_wait_s)
-    print(dx.measured_summary(res))
+    res = launch.measure(scenario=scenario, results_dir=results_dir, legs=legs, arms=arms, resume=resume,
+                         lock_wait_s=lock_wait_s)
+    print(launch.measured_summary(res))
 else:
     print(f"run=False: analysing the records in {results_dir}")"""),
     code("""\
-ds = load(dx.study_path(results_dir))
-matrix = dx.falsification_matrix(ds, series=series, baseline=baseline, scenario=scenario, legs=legs)
+ds = load(common.study_path(results_dir))
+matrix = falsification.falsification_matrix(ds, series=series, baseline=baseline, scenario=scenario, legs=legs)
 print(f"{ds.study.title or ds.study.name}: {matrix.rc.shape[0]} rows x {matrix.rc.shape[1]} model(s), "
       f"provenance {', '.join(matrix.provenance)}")"""),
     md("## The matrix"),
     code("display(Markdown(matrix.markdown()))"),
     md("## Conclusion"),
     code("""\
-conclusion = dx.single_variable_conclusion(matrix)
+conclusion = falsification.single_variable_conclusion(matrix)
 display(Markdown(conclusion.text))"""),
     figure("fig-falsification-matrix", "Arm x model outcome; green passed, red failed.",
            "figures.falsification_heatmap(matrix.passed, matrix.outcomes, provenance=matrix.provenance, "
@@ -328,17 +335,17 @@ arm = "default"
 pairs = "consecutive"                    # "consecutive" legs, or "all" pairs
 coverage_series = ""                     # "": the study's main series
 allow_reused = None                      # None: as study.yaml declares; True: count runs reused by --resume"""),
-    code(IMPORTS),
+    code(imports('common', 'dispersion')),
     code("""\
-ds = load(dx.study_path(results_dir))
-canons = dx.canonical_all(ds, series=series, arm=arm, allow_reused=allow_reused)
-samples = dx.samples_frame(canons)
-disp = dx.dispersion_frame(canons)
-ratios = dx.ratio_frame(canons, pairs=pairs)
+ds = load(common.study_path(results_dir))
+canons = dispersion.canonical_all(ds, series=series, arm=arm, allow_reused=allow_reused)
+samples = dispersion.samples_frame(canons)
+disp = dispersion.dispersion_frame(canons)
+ratios = dispersion.ratio_frame(canons, pairs=pairs)
 print(f"{ds.study.title or ds.study.name}: series {', '.join(c.series for c in canons)}; "
       f"{len(disp)} canonical cells, {int((disp['n'] > 1).sum())} with repeats; {len(ratios)} ratios")"""),
     md("## Coverage"),
-    code("coverage = dx.coverage_frame(ds, series=coverage_series or None, arm=arm, allow_reused=allow_reused)\n"
+    code("coverage = dispersion.coverage_frame(ds, series=coverage_series or None, arm=arm, allow_reused=allow_reused)\n"
          "show(coverage.reset_index())"),
     figure("fig-coverage", "Outcome per model and leg in the main series.",
            "figures.coverage_heatmap(coverage, provenance=ds.records[\"provenance\"])"),
@@ -347,8 +354,8 @@ print(f"{ds.study.title or ds.study.name}: series {', '.join(c.series for c in c
 rep = disp[disp["n"] > 1]
 if len(rep):
     show(rep.assign(median=rep["median"].map(lambda v: f"{v:,.2f}"),
-                    spread=rep["spread"].map(dx.fmt_pct), mad=rep["mad"].map(dx.fmt_pct),
-                    cv=rep["cv"].map(dx.fmt_pct))[["series", "model", "workload", "leg_label", "n", "median",
+                    spread=rep["spread"].map(common.fmt_pct), mad=rep["mad"].map(common.fmt_pct),
+                    cv=rep["cv"].map(common.fmt_pct))[["series", "model", "workload", "leg_label", "n", "median",
                                                    "spread", "mad", "cv", "provenance"]])
     print(f"largest spread (range/median): {rep['spread'].max():.1%}; median spread: {rep['spread'].median():.1%}")
 else:
@@ -367,7 +374,7 @@ if len(with_ci):
            "figures.ratio_dots(ratios)"),
     md("## Runs the canonical rule left out"),
     code("""\
-excluded = dx.exclusions_frame(canons)
+excluded = dispersion.exclusions_frame(canons)
 show(excluded.groupby(["series", "leg", "reason"]).size().rename("runs").reset_index()) if len(excluded) else print("none")"""),
 ])
 

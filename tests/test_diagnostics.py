@@ -1,6 +1,6 @@
-"""harness.investigate.diagnostics and harness.publish.figures: on the transcribed B200 reference data (the study's own
-figures, which the functions must reproduce) and on FAKE study folders (studygen) whose answers are
-known in advance."""
+"""The diagnostic studies (harness.investigate: repeat, moe_backend, falsification, dispersion, launch) and
+harness.publish.figures: on the transcribed B200 reference data (the study's own figures, which the functions must
+reproduce) and on FAKE study folders (studygen) whose answers are known in advance."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import pytest
 from matplotlib.figure import Figure
 from studygen import record_dict, write_run, write_study_yaml
 
-from harness.investigate import diagnostics as dx
+from harness.investigate import common, dispersion, falsification, launch, moe_backend, repeat
+from harness.core.logs import log_facts, pf_mode
 from harness.publish import figures
 from harness.measure import guard
 from harness.core import paths
@@ -35,7 +36,7 @@ def b200():
 # --- the repeat study on the published data ----------------------------------------------------------
 
 def test_repeat_study_reproduces_the_published_repeat_table(b200):
-    st = dx.repeat_study(b200, series="rep235")
+    st = repeat.repeat_study(b200, series="rep235")
     assert (st.old, st.new, st.ratio_label) == ("gpu-0.18.0", "gpu-0.26.0", "26/18")
     t = st.table.set_index("workload")
     assert list(t.index) == ["text-only", "image", "video"]
@@ -51,7 +52,7 @@ def test_repeat_study_reproduces_the_published_repeat_table(b200):
 
 
 def test_repeat_study_weighs_the_gap_against_the_spread(b200):
-    t = dx.repeat_study(b200, series="rep235").table.set_index("workload")
+    t = repeat.repeat_study(b200, series="rep235").table.set_index("workload")
     img = t.loc["image"]
     assert img["ci_high"] < 1 and img["verdict"] == "slower" and img["signal"]
     assert img["old_spread"] < 0.015                               # 0.18 image, range/median: 1.2%
@@ -63,29 +64,29 @@ def test_repeat_study_weighs_the_gap_against_the_spread(b200):
 
 
 def test_the_spread_claim_is_checked_under_both_measures(b200):
-    st = dx.repeat_study(b200, series="rep235")
-    chk = dx.spread_check(st, 0.015)
+    st = repeat.repeat_study(b200, series="rep235")
+    chk = repeat.spread_check(st, 0.015)
     over = chk[~chk["under_limit"]]
     assert set(zip(over["workload"], over["leg"], over["measure"])) == {
         ("image", "0.26", "range/median"), ("video", "0.18", "range/median"), ("video", "0.26", "range/median"),
         ("video", "0.26", "MAD/median")}
-    text = dx.spread_check_text(st, 0.015)
+    text = repeat.spread_check_text(st, 0.015)
     assert "0.26 image (3.8%)" in text[0] and "0.26 video (1.9%)" in text[1]
 
 
 def test_repeat_medians_land_near_the_main_tables_single_pass(b200):
-    st = dx.repeat_study(b200, series="rep235")
+    st = repeat.repeat_study(b200, series="rep235")
     t = st.table.set_index("workload")
     assert t.loc["image", "old_main"] == 7004 and t.loc["image", "new_main"] == 4896
     assert t[["old_vs_main", "new_vs_main"]].abs().max().max() < 0.015
-    assert "0.18 image: median of repeats 6,985 vs main table 7,004 (-0.3%)" in dx.main_table_check(st)
+    assert "0.18 image: median of repeats 6,985 vs main table 7,004 (-0.3%)" in repeat.main_table_check(st)
 
 
 def test_transcribed_records_hold_no_decode_share_and_say_so(b200):
-    st = dx.repeat_study(b200, series="rep235")
+    st = repeat.repeat_study(b200, series="rep235")
     assert st.table["decode_share"].isna().all()
     assert set(st.table["decode_share_source"]) == {"not recorded"}
-    lines = dx.repeat_conclusion(st)
+    lines = repeat.repeat_conclusion(st)
     assert "image: 26/18 = 0.70x [0.69, 0.73], slower" in lines[1] and "signal, not noise" in lines[1]
     assert "not distinguishable" in lines[2]
     assert "cannot be computed" in lines[-1] and "text-only 417" in lines[-1]
@@ -116,13 +117,13 @@ def test_decode_share_comes_from_measured_tokens_and_orders_the_ratios(tmp_path)
             ("1.0", "prefill"): [100, 102, 98], ("2.0", "prefill"): [99, 101, 100]}
     work = {"decode": {"num_seqs": 10, "prompt_tokens": 100, "output_tokens": 900},
             "prefill": {"num_seqs": 10, "prompt_tokens": 900, "output_tokens": 100}}
-    st = dx.repeat_study(load(_fake_repeats(tmp_path / "s", vals, work=work)), series="rep")
+    st = repeat.repeat_study(load(_fake_repeats(tmp_path / "s", vals, work=work)), series="rep")
     t = st.table.set_index("workload")
     assert t.loc["decode", "decode_share"] == pytest.approx(0.9)
     assert t.loc["prefill", "decode_share"] == pytest.approx(0.1)
     assert set(t["decode_share_source"]) == {"measured tokens"}
     assert t.loc["decode", "signal"] and not t.loc["prefill", "signal"]
-    last = dx.repeat_conclusion(st)[-1]
+    last = repeat.repeat_conclusion(st)[-1]
     assert "falls as the workload is more decode-bound" in last and "-1.00" in last
 
 
@@ -132,7 +133,7 @@ def test_decode_share_falls_back_to_declared_lengths_and_marks_multimodal_as_an_
     work = {w: {"num_seqs": 4, "output_tokens": 40} for w in ("text", "image")}
     spec = {"text": {"kind": "throughput", "modality": "text", "input_len": 300, "output_len": 100},
             "image": {"kind": "throughput", "modality": "image", "input_len": 100, "output_len": 100}}
-    t = dx.repeat_study(load(_fake_repeats(tmp_path / "s", vals, work=work, spec=spec)),
+    t = repeat.repeat_study(load(_fake_repeats(tmp_path / "s", vals, work=work, spec=spec)),
                         series="rep").table.set_index("workload")
     assert t.loc["text", "decode_share"] == pytest.approx(0.25)
     assert t.loc["text", "decode_share_source"] == "declared lengths"
@@ -146,23 +147,23 @@ def test_repeat_study_refuses_what_it_cannot_choose(tmp_path):
                          legs=legs3)
     ds = load(root)
     with pytest.raises(UserError, match="3 legs .*name two as legs=old,new"):
-        dx.repeat_study(ds, series="rep")
-    st = dx.repeat_study(ds, series="rep", legs="a,c")
+        repeat.repeat_study(ds, series="rep")
+    st = repeat.repeat_study(ds, series="rep", legs="a,c")
     assert st.table["ratio"].iloc[0] == pytest.approx(2.05 / 1.05)
     with pytest.raises(UserError, match="no records of series 'nope'"):
-        dx.repeat_study(ds, series="nope")
+        repeat.repeat_study(ds, series="nope")
     with pytest.raises(UserError, match="no model 'x'"):
-        dx.repeat_study(ds, series="rep", model="x")
+        repeat.repeat_study(ds, series="rep", model="x")
     with pytest.raises(UserError, match="no workload 'zz'"):
-        dx.repeat_study(ds, series="rep", legs=["a", "b"], workloads="zz")
+        repeat.repeat_study(ds, series="rep", legs=["a", "b"], workloads="zz")
 
 
 def test_single_repeats_have_no_interval_and_no_gap_verdict(tmp_path):
-    st = dx.repeat_study(load(_fake_repeats(tmp_path / "s", {("1.0", "w"): [100.0], ("2.0", "w"): [50.0]})),
+    st = repeat.repeat_study(load(_fake_repeats(tmp_path / "s", {("1.0", "w"): [100.0], ("2.0", "w"): [50.0]})),
                          series="rep")
     r = st.table.iloc[0]
     assert r["verdict"] == "single pass" and r["ci_low"] is None and r["signal"] is None
-    assert "no spread to weigh the gap against" in dx.repeat_conclusion(st)[0]
+    assert "no spread to weigh the gap against" in repeat.repeat_conclusion(st)[0]
 
 
 # --- forced-backend arms ------------------------------------------------------------------------------
@@ -176,16 +177,16 @@ VLLM_LOG = """\
 
 
 def test_log_facts_parse_vllms_moe_lines():
-    f = dx.log_facts(VLLM_LOG)
+    f = log_facts(VLLM_LOG)
     assert f == {"prepare_finalize": "MoEPrepareAndFinalizeNoDPEPMonolithic",
                  "sm_split": "140 SMs used for MoE, 8 reserved", "moe_backend": "FLASHINFER_TRTLLM Fp8",
                  "enforce_eager": "False"}
-    assert dx.pf_mode(f["prepare_finalize"]) == "Monolithic" and dx.pf_mode("Modular") == "Modular"
-    assert dx.log_facts("nothing about MoE here") == {}
+    assert pf_mode(f["prepare_finalize"]) == "Monolithic" and pf_mode("Modular") == "Modular"
+    assert log_facts("nothing about MoE here") == {}
 
 
 def test_arm_table_reproduces_the_published_moe_table(b200):
-    arms = dx.arm_table(b200, series="moe_backend", scenario="b200-moe-backend", reference="gpu-0.18.0:auto")
+    arms = moe_backend.arm_table(b200, series="moe_backend", scenario="b200-moe-backend", reference="gpu-0.18.0:auto")
     t = arms.table
     assert [f"{lg} {a}" for lg, a in zip(t["leg_label"], t["arm"])] == [
         "0.18 auto", "0.26 auto", "0.26 flashinfer_trtllm", "0.26 triton", "0.26 flashinfer_cutlass", "0.26 cutlass"]
@@ -200,7 +201,7 @@ def test_arm_table_reproduces_the_published_moe_table(b200):
 
 
 def test_arm_conclusion_says_the_reference_routing_does_not_recover_the_reference(b200):
-    lines = dx.arm_conclusion(dx.arm_table(b200, series="moe_backend", scenario="b200-moe-backend",
+    lines = moe_backend.arm_conclusion(moe_backend.arm_table(b200, series="moe_backend", scenario="b200-moe-backend",
                                            reference="gpu-0.18.0:auto"))
     text = "\n".join(lines)
     assert "0.26 triton: 5,782 tok/s, 0.78x of the reference (Modular, no SM split — the reference's routing)" in text
@@ -224,7 +225,7 @@ def test_arm_table_reads_run_log_before_the_manifest_and_compares_repeats(tmp_pa
     rec = record_dict(leg="leg-new", leg_label="2.0", model="moe", workload="image", arm="broken", series="arms",
                       status="failed", study="arms", reason="ValueError: boom")
     write_run(root, rec, log="Traceback (most recent call last):\nValueError: boom\n")
-    arms = dx.arm_table(load(root), series="arms", reference="leg-new:fast")
+    arms = moe_backend.arm_table(load(root), series="arms", reference="leg-new:fast")
     t = arms.table.set_index("arm")
     assert t.loc["fast", "prepare_finalize"] == "MoEPrepareAndFinalizeNoDPEPMonolithic"
     assert t.loc["fast", "routing_source"] == "run.log"
@@ -232,23 +233,23 @@ def test_arm_table_reads_run_log_before_the_manifest_and_compares_repeats(tmp_pa
     assert t.loc["slow", "enforce_eager"] == "True"
     assert t.loc["slow", "vs_reference"] == pytest.approx(0.8) and t.loc["slow", "vs_reference_high"] < 1
     assert t.loc["broken", "status"] == "failed" and t.loc["broken", "reason"] == "ValueError: boom"
-    text = "\n".join(dx.arm_conclusion(arms))
+    text = "\n".join(moe_backend.arm_conclusion(arms))
     assert "Did not run: 2.0 broken (failed: ValueError: boom)" in text
     with pytest.raises(UserError, match="reference leg-new:broken has no canonical run"):
-        dx.arm_table(load(root), series="arms", reference="leg-new:broken")
+        moe_backend.arm_table(load(root), series="arms", reference="leg-new:broken")
 
 
 # --- the falsification matrix -------------------------------------------------------------------------
 
 def test_falsification_matrix_and_conclusion_on_the_published_data(b200):
-    m = dx.falsification_matrix(b200, series="cutlass_falsification", scenario="b200-cutlass-falsification")
+    m = falsification.falsification_matrix(b200, series="cutlass_falsification", scenario="b200-cutlass-falsification")
     assert list(m.outcomes.columns) == ["whisper", "Qwen2-VL", "Qwen3-VL-8B", "Omni"]
     assert list(m.outcomes.index) == ["baseline", "enforce-eager", "triton-attn", "gpu-mem-0.5", "cutlass-dsl-4.5.3",
                                       "control-0.26"]
     assert (m.rc.loc["baseline"] == 1).all() and (m.rc.loc["cutlass-dsl-4.5.3"] == 0).all()
     assert m.rows.at["cutlass-dsl-4.5.3", "change"] == "pin nvidia-cutlass-dsl==4.5.3"
     assert m.rows.at["control-0.26", "change"] == "leg gpu-0.26.0 instead of gpu-0.18.0"
-    c = dx.single_variable_conclusion(m)
+    c = falsification.single_variable_conclusion(m)
     assert c.flips_every == ("cutlass-dsl-4.5.3",)
     assert c.controls == ("control-0.26",)
     assert c.flips_none == ("enforce-eager", "triton-attn", "gpu-mem-0.5")
@@ -272,7 +273,7 @@ def test_conclusion_when_two_single_changes_both_flip_everything(tmp_path):
                 "z": {"a": True, "b": False}}
     specs = {"x": {"engine_args": {"enforce_eager": True}}, "y": {"env": {"K": "1"}},
              "z": {"pins": ["p==1"]}}
-    c = dx.single_variable_conclusion(dx.falsification_matrix(load(_matrix_study(tmp_path / "s", outcomes, specs)),
+    c = falsification.single_variable_conclusion(falsification.falsification_matrix(load(_matrix_study(tmp_path / "s", outcomes, specs)),
                                                              series="f"))
     assert c.flips_every == ("x", "y") and c.flips_some == ("z",)
     assert "does not single out one change" in c.text and "`x` (--enforce-eager)" in c.text
@@ -281,8 +282,8 @@ def test_conclusion_when_two_single_changes_both_flip_everything(tmp_path):
 
 def test_a_row_missing_a_model_cannot_flip_every_outcome(tmp_path):
     outcomes = {"baseline": {"a": False, "b": False}, "x": {"a": True}}
-    m = dx.falsification_matrix(load(_matrix_study(tmp_path / "s", outcomes, {})), series="f")
-    c = dx.single_variable_conclusion(m)
+    m = falsification.falsification_matrix(load(_matrix_study(tmp_path / "s", outcomes, {})), series="f")
+    c = falsification.single_variable_conclusion(m)
     assert c.flips_every == () and c.incomplete == ("x",) and c.flips_some == ("x",)
     assert m.outcomes.at["x", "b"] == "—" and np.isnan(m.rc.at["x", "b"])
 
@@ -290,32 +291,32 @@ def test_a_row_missing_a_model_cannot_flip_every_outcome(tmp_path):
 def test_falsification_needs_its_baseline(tmp_path):
     root = _matrix_study(tmp_path / "s", {"x": {"a": True}}, {})
     with pytest.raises(UserError, match="no baseline arm 'baseline'"):
-        dx.falsification_matrix(load(root), series="f")
+        falsification.falsification_matrix(load(root), series="f")
 
 
 # --- dispersion across a study ------------------------------------------------------------------------
 
 def test_dispersion_frames_on_the_published_data(b200):
-    canons = dx.canonical_all(b200)
+    canons = dispersion.canonical_all(b200)
     assert [c.series for c in canons] == ["main", "rep235"]
-    disp = dx.dispersion_frame(canons)
+    disp = dispersion.dispersion_frame(canons)
     assert int((disp["n"] > 1).sum()) == 6 and set(disp.loc[disp["n"] > 1, "series"]) == {"rep235"}
-    ratios = dx.ratio_frame(canons)
+    ratios = dispersion.ratio_frame(canons)
     with_ci = ratios[ratios["low"].notna()]
     assert list(with_ci["workload"]) == ["text-only", "image", "video"]
     assert (ratios.loc[ratios["series"] == "main", "verdict"] == "single pass").all()
     first = ratios.iloc[0]
     assert (first["model"], first["workload"], first["pair"]) == ("Llama-3.1-8B-Instruct", "mixed", "26/18")
-    s = dx.samples_frame(canons)
+    s = dispersion.samples_frame(canons)
     rep = s[s["series"] == "rep235"]
     assert len(rep) == 18 and rep["rel_dev"].abs().max() == pytest.approx(50 / 1410)  # 0.18 video 1,460
-    cov = dx.coverage_frame(b200)
+    cov = dispersion.coverage_frame(b200)
     assert cov.at["GLM-5.2-NVFP4", "0.18"] == "failed" and cov.at["gemma-4-26B-A4B-it", "0.18"] == "failed"
     assert (cov["0.29"] == "ok").all()
 
 
 def test_ratio_frame_all_pairs(b200):
-    r = dx.ratio_frame(dx.canonical_all(b200, series="main"), pairs="all")
+    r = dispersion.ratio_frame(dispersion.canonical_all(b200, series="main"), pairs="all")
     assert set(r["pair"]) == {"26/18", "29/26", "29/18"}
     llama = r[(r["model"] == "Llama-3.1-8B-Instruct") & (r["workload"] == "mixed") & (r["pair"] == "29/18")]
     assert llama["ratio"].iloc[0] == pytest.approx(22157 / 21943)
@@ -338,11 +339,11 @@ def test_measure_runs_the_sweep_into_the_study_folder(tmp_path, fake_sweep):
     """FAKE bench and leg env: measure() goes through harness.measure.sweep and the records land where asked."""
     sc = tmp_path / "tiny-diag.yaml"
     sc.write_text(SCENARIO)
-    res = dx.measure(scenario=str(sc), results_dir=tmp_path / "res" / "diag", repeats=2)
+    res = launch.measure(scenario=str(sc), results_dir=tmp_path / "res" / "diag", repeats=2)
     assert res.measured == 2 and res.study_dir == tmp_path / "res" / "diag"
     ds = load(tmp_path / "res" / "diag")
     assert sorted(ds.records["repeat"]) == [1, 2] and set(ds.records["throughput_tok_s"]) == {500.0}
-    assert "2 runs (2 measured, 0 reused, 0 not ok)" in dx.measured_summary(res)
+    assert "2 runs (2 measured, 0 reused, 0 not ok)" in launch.measured_summary(res)
 
 
 def test_measure_waits_for_the_node_lock_then_gives_up(tmp_path, fake_sweep):
@@ -351,7 +352,7 @@ def test_measure_waits_for_the_node_lock_then_gives_up(tmp_path, fake_sweep):
     with guard.node_lock():
         t0 = time.monotonic()
         with pytest.raises(UserError, match="another sweep is measuring"):
-            dx.measure(scenario=str(sc), results_dir=tmp_path / "r" / "d", lock_wait_s=0.3, poll_s=0.1)
+            launch.measure(scenario=str(sc), results_dir=tmp_path / "r" / "d", lock_wait_s=0.3, poll_s=0.1)
         assert time.monotonic() - t0 >= 0.3
 
 
@@ -370,7 +371,7 @@ def test_measure_proceeds_once_the_lock_is_released(tmp_path, fake_sweep):
     th.start()
     held.wait(5)
     threading.Timer(0.3, release.set).start()
-    res = dx.measure(scenario=str(sc), results_dir=tmp_path / "r" / "d", repeats=1, lock_wait_s=10, poll_s=0.1)
+    res = launch.measure(scenario=str(sc), results_dir=tmp_path / "r" / "d", repeats=1, lock_wait_s=10, poll_s=0.1)
     th.join()
     assert res.measured == 1
 
@@ -385,7 +386,7 @@ def test_measure_keeps_a_notebooks_forced_colour_out_of_the_runs(tmp_path, monke
     monkeypatch.setenv("CLICOLOR_FORCE", "1")
     monkeypatch.setattr(sweepmod, "sweep", lambda args: seen.update(
         force=os.environ.get("FORCE_COLOR"), clicolor=os.environ.get("CLICOLOR_FORCE"), study=args.study))
-    dx.measure(scenario="cpu-tiny", results_dir=tmp_path / "x")
+    launch.measure(scenario="cpu-tiny", results_dir=tmp_path / "x")
     assert seen == {"force": None, "clicolor": None, "study": "x"}
     assert os.environ["FORCE_COLOR"] == "1" and os.environ["CLICOLOR_FORCE"] == "1"
 
@@ -400,17 +401,17 @@ def _texts(fig: Figure) -> str:
 
 
 def test_every_figure_is_a_labelled_figure_and_says_transcribed(b200):
-    st = dx.repeat_study(b200, series="rep235")
-    arms = dx.arm_table(b200, series="moe_backend", scenario="b200-moe-backend", reference="gpu-0.18.0:auto")
-    m = dx.falsification_matrix(b200, series="cutlass_falsification", scenario="b200-cutlass-falsification")
-    canons = dx.canonical_all(b200)
+    st = repeat.repeat_study(b200, series="rep235")
+    arms = moe_backend.arm_table(b200, series="moe_backend", scenario="b200-moe-backend", reference="gpu-0.18.0:auto")
+    m = falsification.falsification_matrix(b200, series="cutlass_falsification", scenario="b200-cutlass-falsification")
+    canons = dispersion.canonical_all(b200)
     figs = {
         "repeat": figures.repeat_strip(st.samples),
         "arms": figures.arm_bars(arms.table),
         "matrix": figures.falsification_heatmap(m.passed, m.outcomes, provenance=m.provenance),
-        "ratios": figures.ratio_dots(dx.ratio_frame(canons)),
-        "dispersion": figures.dispersion_strip(dx.samples_frame(canons)),
-        "coverage": figures.coverage_heatmap(dx.coverage_frame(b200), provenance=b200.records["provenance"]),
+        "ratios": figures.ratio_dots(dispersion.ratio_frame(canons)),
+        "dispersion": figures.dispersion_strip(dispersion.samples_frame(canons)),
+        "coverage": figures.coverage_heatmap(dispersion.coverage_frame(b200), provenance=b200.records["provenance"]),
     }
     for name, fig in figs.items():
         assert isinstance(fig, Figure), name
@@ -422,12 +423,12 @@ def test_every_figure_is_a_labelled_figure_and_says_transcribed(b200):
 
 
 def test_ratio_vs_decode_places_measured_shares_and_explains_missing_ones(tmp_path, b200):
-    fig = figures.ratio_vs_decode(dx.repeat_study(b200, series="rep235").table)
+    fig = figures.ratio_vs_decode(repeat.repeat_study(b200, series="rep235").table)
     assert "Decode share not recorded" in _texts(fig)
     vals = {("1.0", "d"): [100, 101], ("2.0", "d"): [70, 71], ("1.0", "p"): [100, 102], ("2.0", "p"): [99, 101]}
     work = {"d": {"num_seqs": 1, "prompt_tokens": 1, "output_tokens": 9},
             "p": {"num_seqs": 1, "prompt_tokens": 9, "output_tokens": 1}}
-    st = dx.repeat_study(load(_fake_repeats(tmp_path / "s", vals, work=work)), series="rep")
+    st = repeat.repeat_study(load(_fake_repeats(tmp_path / "s", vals, work=work)), series="rep")
     fig = figures.ratio_vs_decode(st.table, pair=st.ratio_label)
     ax = fig.axes[0]
     assert "decode share" in ax.get_xlabel() and "2.0/1.0" in ax.get_ylabel()
@@ -448,26 +449,36 @@ def test_figures_stay_out_of_pyplots_figure_manager(b200):
     import matplotlib.pyplot as plt
 
     before = plt.get_fignums()
-    figures.ratio_dots(dx.ratio_frame(dx.canonical_all(b200, series="rep235")))
-    figures.repeat_strip(dx.repeat_study(b200, series="rep235").samples)
+    figures.ratio_dots(dispersion.ratio_frame(dispersion.canonical_all(b200, series="rep235")))
+    figures.repeat_strip(repeat.repeat_study(b200, series="rep235").samples)
     assert plt.get_fignums() == before
 
 
 def test_names_accepts_what_papermill_passes():
-    assert dx.names("a, b,,c") == ("a", "b", "c") and dx.names(["a"]) == ("a",) and dx.names(None) == ()
-    assert dx.names("") == ()
+    assert common.names("a, b,,c") == ("a", "b", "c") and common.names(["a"]) == ("a",) and common.names(None) == ()
+    assert common.names("") == ()
 
 
 def test_study_path_resolves_from_the_project_root(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert dx.study_path("results/b200-reference") == B200
-    assert dx.study_path(tmp_path) == tmp_path
+    assert common.study_path("results/b200-reference") == B200
+    assert common.study_path(tmp_path) == tmp_path
 
 
 def test_reference_records_are_untouched_by_the_analysis(b200):
     """The diagnostics only read: every B200 record still parses to the same JSON after a full pass."""
     before = {p: p.read_bytes() for p in B200.glob("runs/**/results.json")}
-    dx.arm_table(b200, series="moe_backend")
-    dx.falsification_matrix(b200, series="cutlass_falsification")
+    moe_backend.arm_table(b200, series="moe_backend")
+    falsification.falsification_matrix(b200, series="cutlass_falsification")
     assert all(p.read_bytes() == b for p, b in before.items())
     assert all(json.loads(b)["provenance"] == "transcribed" for b in before.values())
+
+
+def test_the_diagnostics_face_re_exports_the_study_modules_objects():
+    """harness.investigate.diagnostics is only a face: each public name is the study module's own object."""
+    from harness.investigate import diagnostics
+
+    assert diagnostics.repeat_study is repeat.repeat_study and diagnostics.arm_table is moe_backend.arm_table
+    assert diagnostics.falsification_matrix is falsification.falsification_matrix
+    assert diagnostics.ratio_frame is dispersion.ratio_frame and diagnostics.measure is launch.measure
+    assert diagnostics.log_facts is log_facts and all(hasattr(diagnostics, n) for n in diagnostics.__all__)

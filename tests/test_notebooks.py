@@ -17,7 +17,7 @@ import papermill as pm
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
-from harness.investigate import diagnostics as dx
+from harness.investigate import common, dispersion, falsification, moe_backend, repeat
 from harness.core import paths
 from harness.analyze.dataset import load
 
@@ -82,7 +82,9 @@ def test_a_notebook_reads_parameters_imports_then_calls(stem):
     declared = [ln.split("=")[0].strip() for ln in params.source.splitlines() if ln.strip()]
     assert list(pm.inspect_notebook(str(NB / f"{stem}.ipynb"))) == declared
     assert sum("parameters" in c.metadata.get("tags", []) for c in nb.cells) == 1
-    assert "from harness.investigate import diagnostics as dx" in imports.source
+    studies = re.search(r"^from harness\.investigate import (.+)$", imports.source, re.M).group(1).split(", ")
+    body = "\n".join(c.source for c in nb.cells[3:] if c.cell_type == "code")
+    assert studies and all(f"{s}." in body for s in studies), "imports the study modules it calls, and only those"
     code = [c for c in nb.cells[3:] if c.cell_type == "code"]
     assert all("import " not in c.source for c in code), "one import cell"
     assert all(len(c.source.splitlines()) <= 12 for c in code), "cells stay short: logic lives in harness"
@@ -182,9 +184,9 @@ def test_cpu_falsification_variant(tmp_path):
     nb = execute("cutlass_falsification", tmp_path, results_dir="results/cpu-falsification",
                  scenario="cpu-falsification", series="cpu-falsification")
     text = text_of(nb)
-    m = dx.falsification_matrix(load(paths.RESULTS / "cpu-falsification"), series="cpu-falsification",
+    m = falsification.falsification_matrix(load(paths.RESULTS / "cpu-falsification"), series="cpu-falsification",
                                 scenario="cpu-falsification")
-    c = dx.single_variable_conclusion(m)
+    c = falsification.single_variable_conclusion(m)
     assert c.flips_every == ("kv-cache-1g",) and c.flips_none == ("enforce-eager", "max-model-len-512", "gpu-mem-0.1")
     assert "Only `kv-cache-1g` flips every outcome" in text and "provenance measured" in text
     assert "less than requested memory for kv" in text
@@ -196,11 +198,11 @@ def test_cpu_arms_variant(tmp_path):
     nb = execute("moe_backend", tmp_path, results_dir="results/cpu-arms", scenario="cpu-tiny-arms", series="arms",
                  reference="cpu-0.32.0:default")
     text = text_of(nb)
-    arms = dx.arm_table(load(paths.RESULTS / "cpu-arms"), series="arms", scenario="cpu-tiny-arms",
+    arms = moe_backend.arm_table(load(paths.RESULTS / "cpu-arms"), series="arms", scenario="cpu-tiny-arms",
                         reference="cpu-0.32.0:default")
     eager = arms.table.set_index("arm").loc["eager"]
     assert eager["enforce_eager"] == "True" and eager["n"] == 2
-    assert f"| 0.32 | `eager` | {dx.fmt_value(eager['value'], 'throughput')} | 2/2 |" in text
+    assert f"| 0.32 | `eager` | {common.fmt_value(eager['value'], 'throughput')} | 2/2 |" in text
     assert "| 0.32 | eager | — | — | — | True | not logged |" in text
     assert all(figures_drawn(nb).values())
 
@@ -210,7 +212,7 @@ def test_cpu_repeat_variant(tmp_path):
     nb = execute("235b_repeat", tmp_path, results_dir="results/cpu-repeat", scenario="cpu-tiny", series="cpu-tiny",
                  model="tiny-llama", legs="cpu-0.27.1,cpu-0.32.0", workloads="mixed,long-context", reps=2)
     text = text_of(nb)
-    st = dx.repeat_study(load(paths.RESULTS / "cpu-repeat"), series="cpu-tiny", model="tiny-llama",
+    st = repeat.repeat_study(load(paths.RESULTS / "cpu-repeat"), series="cpu-tiny", model="tiny-llama",
                          legs="cpu-0.27.1,cpu-0.32.0", workloads="mixed,long-context")
     assert set(st.table["decode_share_source"]) == {"measured tokens"} and list(st.table["old_n"]) == [2, 2]
     for r in st.table.itertuples():
@@ -224,7 +226,7 @@ def test_cpu_repeat_variant(tmp_path):
 def test_cpu_tiny_dispersion_variant(tmp_path, allow_reused):
     nb = execute("dispersion", tmp_path, results_dir="results/cpu-tiny", allow_reused=allow_reused)
     text = text_of(nb)
-    canons = dx.canonical_all(load(paths.RESULTS / "cpu-tiny"), allow_reused=allow_reused)
-    disp, ratios = dx.dispersion_frame(canons), dx.ratio_frame(canons)
+    canons = dispersion.canonical_all(load(paths.RESULTS / "cpu-tiny"), allow_reused=allow_reused)
+    disp, ratios = dispersion.dispersion_frame(canons), dispersion.ratio_frame(canons)
     assert f"{len(disp)} canonical cells, {int((disp['n'] > 1).sum())} with repeats; {len(ratios)} ratios" in text
     assert all(figures_drawn(nb).values())
