@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 from harness.measure.run import WORKER
-from harness.measure.worker.bench import make_prompts, prompts_sha
+from harness.workloads.base import sha256_json as prompts_sha
+from harness.workloads.text import token_ids as make_prompts
 
 
 def test_non_text_workload_is_refused_not_measured_as_text(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TypeVar
 
@@ -26,6 +27,12 @@ def describe(err: ValidationError) -> str:
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
+    elif first["type"] == "value_error":
+        # A model validator that knows the key it refuses says so as "key: why".
+        msg = msg.removeprefix("Value error, ")
+        m = re.match(r"^([A-Za-z_][\w.]*): (.*)$", msg)
+        if m:
+            loc, msg = (*loc, *m.group(1).split(".")), m.group(2)
     more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
     return f"{_loc(loc)}: {msg}{more}"
 

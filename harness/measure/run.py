@@ -28,6 +28,7 @@ from harness.core import paths
 from harness.core.logs import failure_reason, last_line, strip_prefix, tracebacks  # noqa: F401
 from harness.measure.leg import LegEnv
 from harness.schema.record import Failure, RunRecord, Timing, now, write
+from harness.schema.wire import WorkerSpec, read_result
 from harness.measure.scenario import Arm, Model, Workload
 
 WORKER = Path(__file__).resolve().parent / "worker" / "bench.py"
@@ -171,12 +172,9 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
     for stale in ("results.json", "worker.json", "manifest.json", "run.jsonl", "run.log", "spec.json"):
         (run_dir / stale).unlink(missing_ok=True)
     wl = spec.workload
-    worker_spec = {
-        "run_dir": str(run_dir), "model_path": spec.model_path, "tokenizer": spec.model.tokenizer,
-        "dtype": spec.model.dtype, "tp": spec.model.tp, "engine_args": spec.engine_args,
-        "workload": wl.work,
-    }
-    (run_dir / "spec.json").write_text(json.dumps(worker_spec, indent=2))
+    WorkerSpec(run_dir=str(run_dir), model_path=spec.model_path, tokenizer=spec.model.tokenizer,
+               dtype=spec.model.dtype, tp=spec.model.tp, engine_args=spec.engine_args,
+               workload=wl.work).write(run_dir / "spec.json")
     env = spec.leg_env.environ()
     env |= {k: v for k, v in spec.arm.env.items()} | spec.extra_env
     # Colour codes in run.log would hide vLLM's process prefixes and tracebacks from the parser.
@@ -204,8 +202,8 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
     wall = time.monotonic() - t0
     emit(run_dir, "exit", status=status, exit_code=exit_code, signal=sig, wall_s=wall)
 
-    worker, manifest = _read_json(run_dir / "worker.json"), _read_json(run_dir / "manifest.json")
-    if status == "ok" and not worker:
+    worker, manifest = read_result(run_dir / "worker.json"), _read_json(run_dir / "manifest.json")
+    if status == "ok" and worker is None:
         status = "failed"  # exited 0 without a result: never count that as a measurement
     failure = None
     if status != "ok":
@@ -228,9 +226,9 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
         pins=list(spec.leg_env.pins), model=spec.model.name, tp=spec.model.tp, workload=wl.name,
         workload_spec=wl.work, arm=spec.arm.name, arm_spec=spec.arm.model_dump(),
         engine_args=spec.engine_args, repeat=spec.repeat, status=status,
-        metrics=worker.get("metrics", {}) if status == "ok" else {},
-        work=worker.get("work", {}),
-        timing=Timing(wall_s=wall, **worker.get("timing", {})),
+        metrics=worker.metrics if worker is not None and status == "ok" else {},
+        work=worker.work if worker is not None else {},
+        timing=Timing(wall_s=wall, **(worker.timing if worker is not None else {})),
         manifest=manifest | {"runner": runner, "lock": spec.leg_env.lock.splitlines()},
         failure=failure, allow_dirty=allow_dirty, dirty=dirty, started_at=started, finished_at=now(),
     )

@@ -7,10 +7,14 @@ key path.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Literal
+from types import ModuleType
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator, model_validator
+
+from harness import workloads
 
 from harness.core import paths
 from harness.core.errors import InvalidFileError
@@ -46,22 +50,64 @@ class Model(_Strict):
 
 
 class Workload(_Strict):
+    """A workload: fields every kind shares, plus the typed parameters of its kind and modality
+    (harness.workloads), given flat in the scenario and kept in `params`."""
+
     name: str
-    kind: Literal["throughput", "latency"]
-    modality: Literal["text", "image", "video", "audio"] = "text"
+    kind: str
+    modality: str = "text"
     input_len: int = Field(gt=0)
     output_len: int = Field(gt=0)
-    num_prompts: int = Field(1, gt=0, description="throughput: prompts submitted at once")
-    batch_size: int = Field(1, gt=0, description="latency: requests per timed batch")
-    iterations: int = Field(5, gt=0, description="latency: timed batches")
     warmup_iterations: int = Field(1, ge=0)
     seed: int = 0
     description: str = ""
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plugin_params(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "params" in data:
+            return data
+        base = {k: v for k, v in data.items() if k in _WORKLOAD_FIELDS}
+        rest = {k: v for k, v in data.items() if k not in _WORKLOAD_FIELDS}
+        try:
+            plugins = [workloads.kind(str(data.get("kind")))]
+        except workloads.UnknownPlugin as e:
+            raise ValueError(f"kind: {e}") from None
+        try:
+            plugins.append(workloads.modality(str(data.get("modality", "text"))))
+        except workloads.UnknownPlugin as e:
+            raise ValueError(f"modality: {e}") from None
+        # Records written before kinds were plugins carry every kind's fields at their defaults.
+        for k, v in getattr(plugins[0], "LEGACY_WORK", {}).items():
+            if rest.get(k, object()) == v:
+                del rest[k]
+        params: dict[str, Any] = {}
+        for plugin in plugins:
+            names = {f.name for f in dataclasses.fields(plugin.Params)}
+            given = {k: rest.pop(k) for k in list(rest) if k in names}
+            try:
+                value = TypeAdapter(plugin.Params).validate_python(given)
+            except ValidationError as e:
+                err = e.errors()[0]
+                key = ".".join(str(x) for x in err["loc"]) or next(iter(given), "params")
+                raise ValueError(f"{key}: {err['msg'].removeprefix('Value error, ')}") from None
+            params |= dataclasses.asdict(value)
+        # Whatever is left belongs to neither plugin: pydantic reports it as an unknown key.
+        return base | rest | {"params": params}
+
+    @property
+    def plugin(self) -> ModuleType:
+        return workloads.kind(self.kind)
 
     @property
     def work(self) -> dict:
         """The parts of a workload that define the work done; identical across legs by design."""
-        return self.model_dump(exclude={"description"})
+        legacy = getattr(self.plugin, "LEGACY_WORK", {})
+        return legacy | self.model_dump(exclude={"description", "params"}) | self.params
+
+
+_WORKLOAD_FIELDS = set(Workload.model_fields) - {"params"}
 
 
 class Arm(_Strict):

@@ -10,17 +10,20 @@ warmup iterations, then timed iterations).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import random
-import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The workload plugins and the wire format are shared with the harness (standard library only).
+sys.path.insert(1, str(Path(__file__).resolve().parents[3]))
 import stack  # noqa: E402
+
+from harness import workloads  # noqa: E402
+from harness.schema.wire import WorkerResult, WorkerSpec  # noqa: E402
+from harness.workloads.base import Timed  # noqa: E402
 
 
 def die_with_group() -> None:
@@ -60,26 +63,16 @@ class Events:
             os.fsync(f.fileno())
 
 
-def make_prompts(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
-    """Random token ids, independent of any tokenizer: identical work on every leg."""
-    rng = random.Random(seed)
-    lo, hi = min(10, vocab // 4), vocab - 1
-    return [[rng.randrange(lo, hi) for _ in range(length)] for _ in range(n)]
-
-
-def prompts_sha(prompts: list[list[int]]) -> str:
-    return hashlib.sha256(json.dumps(prompts).encode()).hexdigest()
-
-
 def main(spec_path: str) -> int:
-    spec = json.loads(Path(spec_path).read_text())
-    run_dir = Path(spec["run_dir"])
+    spec = WorkerSpec.read(spec_path)
+    run_dir = Path(spec.run_dir)
     ev = Events(run_dir / "run.jsonl")
-    wl = spec["workload"]
+    wl = spec.workload
     if os.getpgrp() == os.getpid():  # only as a group leader: never kill a caller's group
         die_with_group()
     ev("worker_start", python=sys.executable)
-    if wl.get("modality", "text") != "text":
+    kind, modality = workloads.kind(wl["kind"]), workloads.modality(wl.get("modality", "text"))
+    if not getattr(modality, "SUPPORTED", True):
         # Measuring a text prompt under an image/video/audio workload's name would be a wrong number.
         raise NotImplementedError(f"workload {wl['name']!r} has modality {wl['modality']!r}: this worker builds "
                                   "text prompts only")
@@ -87,19 +80,18 @@ def main(spec_path: str) -> int:
     # Written before vLLM is imported, so a run that dies at import still says what stack it had.
     (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
     from vllm import LLM, SamplingParams
-    from vllm.inputs import TokensPrompt
 
     ev("env_ready", vllm=manifest.get("vllm"), torch=manifest.get("torch"))
-    kwargs = dict(spec["engine_args"])
+    kwargs = dict(spec.engine_args)
     kwargs.setdefault("seed", wl["seed"])
-    kwargs["tensor_parallel_size"] = spec["tp"]
-    if spec.get("dtype") and spec["dtype"] != "auto":
-        kwargs["dtype"] = spec["dtype"]
-    if spec.get("tokenizer"):
-        kwargs["tokenizer"] = spec["tokenizer"]
+    kwargs["tensor_parallel_size"] = spec.tp
+    if spec.dtype and spec.dtype != "auto":
+        kwargs["dtype"] = spec.dtype
+    if spec.tokenizer:
+        kwargs["tokenizer"] = spec.tokenizer
     ev("engine_init_start", engine_args=kwargs)
     t0 = time.perf_counter()
-    llm = LLM(model=spec["model_path"], **kwargs)
+    llm = LLM(model=spec.model_path, **kwargs)
     init_s = time.perf_counter() - t0
     ev("engine_init_end", seconds=init_s)
     # Prompt ids are drawn from ids the *tokenizer* knows (as vLLM's random dataset does): a dummy-weight
@@ -111,58 +103,45 @@ def main(spec_path: str) -> int:
         vocab = min(vocab, len(llm.get_tokenizer()))
     except Exception:  # noqa: BLE001 - skip_tokenizer_init and friends: the model's vocabulary it is
         pass
+    ctx = {"vocab": vocab, "model_path": spec.model_path}
+
+    def build(n: int, seed: int) -> list:
+        return modality.build(n, seed, wl, ctx)
 
     sp = SamplingParams(n=1, temperature=1.0, top_p=1.0, ignore_eos=True, max_tokens=wl["output_len"])
-    if wl["kind"] == "throughput":
-        groups = [make_prompts(wl["num_prompts"], wl["input_len"], vocab, wl["seed"])]
-    else:
-        rng_seed = wl["seed"]
-        groups = [make_prompts(wl["batch_size"], wl["input_len"], vocab, rng_seed + i)
-                  for i in range(wl["iterations"])]
+    groups = kind.prompt_groups(wl, build)
     all_prompts = [p for g in groups for p in g]
 
     ev("warmup_start", iterations=wl["warmup_iterations"])
     t0 = time.perf_counter()
-    warm = make_prompts(min(wl.get("batch_size", 1), 8) if wl["kind"] == "latency" else 8,
-                        wl["input_len"], vocab, wl["seed"] + 10_000)
+    warm = kind.warmup_prompts(wl, build)
     for _ in range(wl["warmup_iterations"]):
-        llm.generate([TokensPrompt(prompt_token_ids=p) for p in warm], sp, use_tqdm=False)
+        llm.generate(warm, sp, use_tqdm=False)
     warm_s = time.perf_counter() - t0
     ev("warmup_end", seconds=warm_s)
 
-    samples: list[float] = []
-    out_tokens = 0
+    group_s: list[float] = []
+    group_out: list[int] = []
     ev("timed_start")
     t_timed = time.perf_counter()
     for group in groups:
         t0 = time.perf_counter()
-        outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in group], sp, use_tqdm=False)
-        dt = time.perf_counter() - t0
-        n_out = sum(len(o.outputs[0].token_ids) for o in outs)
-        out_tokens += n_out
-        samples.append(dt * 1000 / n_out)
+        outs = llm.generate(group, sp, use_tqdm=False)
+        group_s.append(time.perf_counter() - t0)
+        group_out.append(sum(len(o.outputs[0].token_ids) for o in outs))
     timed_s = time.perf_counter() - t_timed
     ev("timed_end", seconds=timed_s)
 
-    prompt_tokens = sum(len(p) for p in all_prompts)
-    metrics: dict = {}
-    if wl["kind"] == "throughput":
-        metrics = {"total_tok_s": (prompt_tokens + out_tokens) / timed_s,
-                   "output_tok_s": out_tokens / timed_s,
-                   "requests_per_s": len(all_prompts) / timed_s}
-        metrics["throughput_tok_s"] = metrics["total_tok_s"]
-    else:
-        metrics = {"ms_per_token": statistics.median(samples), "samples_ms_per_token": samples}
-    result = {
-        "metrics": metrics,
-        "work": {"num_seqs": len(all_prompts), "prompt_tokens": prompt_tokens,
-                 "output_tokens": out_tokens, "prompts_sha256": prompts_sha(all_prompts),
-                 "seed": wl["seed"]},
-        "timing": {"engine_init_s": init_s, "warmup_s": warm_s, "timed_s": timed_s},
-    }
-    tmp = run_dir / "worker.json.tmp"
-    tmp.write_text(json.dumps(result, indent=2))
-    os.replace(tmp, run_dir / "worker.json")
+    inputs = modality.describe(all_prompts, ctx)
+    timed = Timed(seconds=timed_s, group_seconds=group_s, group_output_tokens=group_out,
+                  prompt_tokens=inputs["prompt_tokens"], output_tokens=sum(group_out), num_seqs=len(all_prompts))
+    WorkerResult(
+        metrics=kind.metrics(timed),
+        work={"num_seqs": len(all_prompts), "prompt_tokens": inputs["prompt_tokens"],
+              "output_tokens": timed.output_tokens, "prompts_sha256": inputs["prompts_sha256"], "seed": wl["seed"],
+              **{k: v for k, v in inputs.items() if k not in ("prompt_tokens", "prompts_sha256")}},
+        timing={"engine_init_s": init_s, "warmup_s": warm_s, "timed_s": timed_s},
+    ).write(run_dir)
     ev("teardown_start")
     del llm
     ev("teardown_end")

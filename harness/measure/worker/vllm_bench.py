@@ -15,8 +15,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[3]))
 import stack  # noqa: E402
 from bench import Events, die_with_group  # noqa: E402
+
+from harness.schema.wire import WorkerResult  # noqa: E402
 
 
 def _flags(engine_args: dict) -> list[str]:
@@ -95,9 +98,7 @@ def main(spec_path: str) -> int:
                  "output_tokens": out_tokens, "seed": wl["seed"]},
         "timing": {"timed_s": elapsed, "engine_init_s": whole_s - elapsed},
     }
-    tmp = run_dir / "worker.json.tmp"
-    tmp.write_text(json.dumps(result, indent=2))
-    os.replace(tmp, run_dir / "worker.json")
+    WorkerResult(**result).write(run_dir)
     return 0
 
 
