@@ -25,7 +25,9 @@ from harness.publish import report
 from harness.publish import render as rendering
 from harness.core.errors import UserError
 from harness.publish.render import ClaimFailed, RenderError, card_body, parse_qmd, render
+from harness.publish.claims import REGISTRY
 from harness.publish.report import findings, load_study
+from harness.publish.sections.headline import headline
 
 try:
     from published_b200 import plain, read_table
@@ -41,9 +43,10 @@ H200 = paths.RESULTS / "h200"
 needs_b200 = pytest.mark.skipif(not (B200 / "study.yaml").exists(), reason="results/b200-reference not present")
 
 
-def _study(tmp: Path, name: str, *, dense_29: float = 1.0, regress: bool = True) -> Path:
+def _study(tmp: Path, name: str, *, dense_29: float = 1.0, regress: bool = True, b200_claims: bool = True) -> Path:
     """FAKE three-leg study: a dense Llama (3 repeats per leg, 0.29 at `dense_29` x 0.26), a MoE model
-    that jumps on 0.29, and (with `regress`) a model slower on 0.26 than on 0.18."""
+    that jumps on 0.29, and (with `regress`) a model slower on 0.26 than on 0.18. With `b200_claims`
+    its study.yaml declares the B200 study's claim kinds and model classes."""
     base = [1000.0, 1006.0, 994.0]
     values: dict[tuple[str, str, str], list[float] | None] = {
         ("0.18", "Llama-3.1-8B", "mixed"): base,
@@ -58,7 +61,27 @@ def _study(tmp: Path, name: str, *, dense_29: float = 1.0, regress: bool = True)
     if regress:
         values |= {("0.18", "Qwen3-VL-8B", "image"): [700.0], ("0.26", "Qwen3-VL-8B", "image"): [490.0],
                    ("0.29", "Qwen3-VL-8B", "image"): [800.0]}
-    return simple_study(tmp / name, values, model_order=["Llama-3.1-8B", "Mixtral-8x7B", "Qwen3-VL-8B", "GLM-5"])
+    d = simple_study(tmp / name, values, model_order=["Llama-3.1-8B", "Mixtral-8x7B", "Qwen3-VL-8B", "GLM-5"])
+    if b200_claims:
+        _set_report(d, B200_STYLE)
+    return d
+
+
+# The B200 study's own claim kinds and model classes, as a study declares them in study.yaml `report:`.
+B200_STYLE = {
+    "claims": ["reference-flat", "single-jump", "winners", "flat-class"],
+    "model_classes": {
+        "rules": [{"name": "MoE", "pattern": r"(?i)mixtral|glm-"}, {"name": "multimodal", "pattern": r"(?i)-vl-"},
+                  {"name": "dense", "pattern": r"(?i)llama"}],
+        "plain": ["dense", "ASR", "multimodal"],
+    },
+}
+
+
+def _set_report(d: Path, block: dict) -> None:
+    meta = yaml.safe_load((d / "study.yaml").read_text())
+    meta["report"] = {**(meta.get("report") or {}), **block}
+    (d / "study.yaml").write_text(yaml.safe_dump(meta))
 
 
 def _by_id(claims):
@@ -84,12 +107,13 @@ def test_flat_claim_holds_then_changes_its_sentence_when_dense_ratios_become_1_2
 
 def test_a_strict_claim_that_stops_holding_raises(tmp_path):
     st = load_study(_study(tmp_path, "moved", dense_29=1.2))
+    own = {"others": st.series, "study_kinds": st.config.claims, "classes": st.config.model_classes}
     with pytest.raises(ClaimFailed, match=r"claim flat-dense@0\.26-0\.29 no longer holds.*1\.20x"):
-        findings(st.canon, strict=["flat-dense@*"], others=st.series)
+        findings(st.canon, strict=["flat-dense@*"], **own)
     # Holding claims pass strict mode; an id the data does not make is refused, not ignored.
-    findings(st.canon, strict=["single-jump@0.26-0.29", "not-monotonic"], others=st.series)
+    findings(st.canon, strict=["single-jump@0.26-0.29", "not-monotonic"], **own)
     with pytest.raises(ClaimFailed, match="is not made by this study's data"):
-        findings(st.canon, strict=["flat-asr@0.26-0.29"], others=st.series)
+        findings(st.canon, strict=["flat-asr@0.26-0.29"], **own)
 
 
 def test_non_monotonic_claim_follows_the_data(tmp_path):
@@ -105,12 +129,42 @@ def test_non_monotonic_claim_follows_the_data(tmp_path):
 
 def test_study_yaml_can_make_claims_strict(tmp_path):
     d = _study(tmp_path, "declared", dense_29=1.2)
-    meta = yaml.safe_load((d / "study.yaml").read_text())
-    meta["report"] = {"strict_claims": ["flat-dense@0.26-0.29"]}
-    (d / "study.yaml").write_text(yaml.safe_dump(meta))
+    _set_report(d, {"strict_claims": ["flat-dense@0.26-0.29"]})
     with pytest.raises(ClaimFailed):
         load_study(d)
     assert load_study(d, strict_claims=[]).claims  # an explicit empty list overrides the declaration
+
+
+def test_a_study_without_a_report_block_gets_only_the_generic_claims(tmp_path):
+    st = load_study(_study(tmp_path, "plain", b200_claims=False))
+    kinds = {c.id.split("@")[0] for c in st.claims}
+    assert kinds == {k.id for k in REGISTRY.values() if k.generic} - {"newest-lowest"}  # no row is flat here
+    assert not kinds & {"reference-flat", "single-jump", "winners"} and not any(k.startswith("flat-") for k in kinds)
+    h = headline(st)
+    assert len(h.bullets) == 3 and h.bullets[0].startswith("**0.18 → 0.26.** ")
+    assert not any("Model classes" in n for n in h.notes)  # no model classes declared: no class note
+    assert "diagnostic notebooks" not in report.diagnostics_intro_md(st)
+    # The same data with the B200 study's block makes its claims, and the page says its classes.
+    st = load_study(_study(tmp_path, "b200ish"))
+    assert {"reference-flat", "single-jump@0.26-0.29", "winners@0.26-0.29", "flat-dense@0.26-0.29"} <= {
+        c.id for c in st.claims}
+    assert any(n.startswith("_Model classes, from the model names") for n in headline(st).notes)
+
+
+@pytest.mark.parametrize(("block", "where"), [
+    ({"claims": ["no-such-kind"]}, "report.claims[0]: unknown claim kind 'no-such-kind'"),
+    ({"claims": ["flat-class"]}, "report.claims[0]: claim kind 'flat-class' needs report.model_classes"),
+    ({"notebooks": ["missing.ipynb"]}, "report.notebooks[0]: no such notebook"),
+    ({"model_classes": {"rules": [{"name": "x", "pattern": "("}]}}, "report.model_classes.rules[0].pattern"),
+    ({"claim": []}, "report.claim: unknown key"),
+])
+def test_a_bad_report_block_is_one_line_naming_study_yaml_and_the_key(tmp_path, block, where):
+    d = _study(tmp_path, "bad", b200_claims=False)
+    _set_report(d, block)
+    with pytest.raises(UserError) as e:
+        load_study(d)
+    msg = str(e.value)
+    assert msg.startswith(f"{d / 'study.yaml'}: ") and where in msg and "\n" not in msg
 
 
 @needs_b200

@@ -11,7 +11,8 @@ card `README.md` is a Hugging Face YAML header followed by REPORT.md's text, unc
 the report by construction.
 
 This module imports nothing heavy at load time, so the kernel starts at once and the derived tables
-are built in a thread while the cells run. The report's content is `harness.publish.report`.
+are built in a thread while the cells run. The report's content is `harness.publish.report`; the
+claims, sections and card it is made of import nothing from here.
 """
 
 from __future__ import annotations
@@ -34,54 +35,17 @@ import yaml
 
 from harness.core import paths
 from harness.core.errors import UserError
+from harness.publish.card import card_body, card_header, card_text  # noqa: F401  (card_body: re-exported)
+from harness.publish.locate import rel as _rel
+from harness.publish.locate import resolve as _resolve
+from harness.publish.strict import ClaimFailed, strict_ids
 
 QMD = paths.PROJ_ROOT / "index.qmd"
 KERNEL = "python3"
 
 
-class ClaimFailed(UserError):
-    """A claim listed as strict is not supported by the data: the render stops."""
-
-
 class RenderError(UserError):
     """A cell of index.qmd raised, or quarto failed: the report is not written."""
-
-
-def strict_ids(value: Iterable[str] | str | bool | None) -> list[str]:
-    """Strict claim patterns from a parameter: True/"all", a comma-separated string, or a list."""
-    if value is None or value is False:
-        return []
-    if value is True:
-        return ["*"]
-    items = value.split(",") if isinstance(value, str) else list(value)
-    return ["*" if x.strip() == "all" else x.strip() for x in items if x.strip()]
-
-
-def _resolve(study: Path | str) -> Path:
-    p = Path(study)
-    if not p.is_absolute() and not p.exists() and (paths.PROJ_ROOT / p).exists():
-        p = paths.PROJ_ROOT / p
-    return p.resolve()
-
-
-def _rel(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(paths.PROJ_ROOT))
-    except ValueError:
-        return path.name
-
-
-# --- the dataset card ----------------------------------------------------------------------------
-
-def card_text(header: str, report_md: str) -> str:
-    """The card: the header, then REPORT.md's text unchanged (so its body *is* the report)."""
-    return header + report_md
-
-
-def card_body(card: str) -> str:
-    """The card without its YAML header."""
-    m = re.match(r"---\n.*?\n---\n", card, flags=re.S)
-    return card[m.end():] if m else card
 
 
 # --- qmd → notebook → markdown -------------------------------------------------------------------
@@ -361,8 +325,6 @@ def render(study_dir: Path | str, out_dir: Path | str | None = None, *,
             md, figs = _render_kernel(qmd, params, scratch)
             engine = "kernel"
         canon, derived = derived_job.result()
-        from harness.publish.report import card_header
-
         card = card_text(card_header(canon, scratch), md)
         (scratch / "README.md").write_text(card, encoding="utf-8")
         _move_into(scratch, out)

@@ -1,0 +1,102 @@
+"""The report's figure cells: the figure functions of `harness.publish.figures` over the frames of
+`harness.investigate.diagnostics` (as the notebooks draw them), each returned as one cell output."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.analyze.tables import _legs
+from harness.core.errors import UserError
+from harness.publish.sections.supporting import supporting
+from harness.publish.study import Study
+
+
+@dataclass(frozen=True)
+class Png:
+    """A rendered figure; Jupyter shows it as image/png (so do Quarto and the kernel render)."""
+
+    data: bytes
+
+    def _repr_png_(self) -> bytes:
+        return self.data
+
+
+@dataclass(frozen=True)
+class Note:
+    """Markdown in place of a figure that has nothing to show."""
+
+    text: str
+
+    def _repr_markdown_(self) -> str:
+        return self.text
+
+
+def _png(fig: Any) -> Png:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    return Png(buf.getvalue())
+
+
+def show(fig: Any) -> Png | Note:
+    """A matplotlib figure (from `harness.publish.figures` or here) as the cell's one output."""
+    if fig is None:
+        return Note("_Nothing to show._")
+    if isinstance(fig, (list, tuple)):
+        raise TypeError("show() takes one figure; show_all() several")
+    return fig if isinstance(fig, (Png, Note)) else _png(fig)
+
+
+def show_all(figs: Sequence[Any]) -> None:
+    """Several figures as one cell's outputs (Quarto makes them sub-figures)."""
+    from IPython.display import display
+
+    for f in figs:
+        display(show(f))
+
+
+def ratio_figure(st: Study) -> Png | Note:
+    """Per step between consecutive legs, each (model, workload)'s ratio with its 95% interval."""
+    from harness.investigate import diagnostics as dx
+    from harness.publish import figures
+
+    if len(_legs(st.canon)) < 2:
+        return Note("_One leg only: there is no ratio to plot._")
+    return show(figures.ratio_dots(dx.ratio_frame(st.canon)))
+
+
+def coverage_figure(st: Study) -> Png | Note:
+    from harness.investigate import diagnostics as dx
+    from harness.publish import figures
+
+    return show(figures.coverage_heatmap(dx.coverage_frame(st.ds, series=st.canon.series),
+                                         provenance=st.canon.cells["provenance"]))
+
+
+def dispersion_figure(st: Study) -> Png | Note:
+    """Every repeat of every series, as its deviation from its cell's median."""
+    from harness.investigate import diagnostics as dx
+    from harness.publish import figures
+
+    return show(figures.dispersion_strip(dx.samples_frame(list(st.series.values()))))
+
+
+def series_figures(st: Study) -> list[Png | Note]:
+    """One figure per supporting series, the one its notebook draws."""
+    from harness.publish import figures
+
+    out: list[Png | Note] = []
+    for s in supporting(st):
+        d, name = s.diagnostic, s.name
+        if isinstance(d, UserError):
+            continue
+        if s.kind == "exit-status":
+            out.append(show(figures.falsification_heatmap(d.passed, d.outcomes, title=f"Series {name}",
+                                                          provenance=d.provenance)))
+        elif s.kind == "repeats":
+            out.append(show(figures.repeat_strip(d.samples, title=f"Series {name}: {d.model}")))
+        else:
+            out.append(show(figures.arm_bars(d.table, title=f"Series {name}: {d.model} {d.workload}")))
+    return out

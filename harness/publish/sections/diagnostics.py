@@ -1,0 +1,65 @@
+"""The diagnostics section's text: the notebooks the study points to, the cross-check against
+vLLM's own benchmark, and the bisect / dependency-window records of the study's legs."""
+
+from __future__ import annotations
+
+from harness.analyze.tables import _legs, ticked
+from harness.core.errors import UserError
+from harness.publish.study import Study
+
+
+def notebooks(st: Study) -> list[str]:
+    """The diagnostic notebooks the study lists (study.yaml `report.notebooks`), as paths."""
+    return [f"notebooks/{nb}" for nb in st.config.notebooks]
+
+
+def diagnostics_intro_md(st: Study) -> str:
+    nbs = notebooks(st)
+    text = ("The figures here are drawn from the same canonical runs as the tables: the ratio of each step with its "
+            "95% interval, the coverage of every (model, leg), and the dispersion of every repeated measurement.")
+    if nbs:
+        text += (" The diagnostic notebooks (" + ", ".join(f"`{p}`" for p in nbs)
+                 + ") take the study as a parameter and go further.")
+    return text + "\n"
+
+
+def crosscheck_section_md(st: Study) -> str:
+    from harness.investigate.crosscheck import crosscheck_md
+    from harness.investigate.crosscheck import load as load_crosscheck
+
+    summary = load_crosscheck(st.root)
+    if not summary or not summary.get("rows"):
+        return ""
+    rows = summary["rows"]
+    lead = []
+    for r in rows:
+        if r["ratio"] is None:
+            continue
+        ci = f" [{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if r["ci_low"] is not None else " (single pass)"
+        lead.append(f"{ticked(r['model'])} {r['workload']} on {st.canon.study.label(r['leg'])}: harness ÷ vLLM = "
+                    f"{r['ratio']:.3f}{ci}, "
+                    f"{r['verdict']}")
+    return ("### Cross-check against vLLM's own throughput benchmark\n\n"
+            "Each harness run had a run of vLLM's own throughput benchmark beside it, in the same leg env, on the "
+            "same workload, repetition outermost. " + "; ".join(lead) + ".\n\n" + crosscheck_md(summary))
+
+
+def side_records_md(st: Study) -> str:
+    """Bisect and dependency-window records whose legs belong to this study."""
+    from harness.investigate import bisect, window
+
+    legs = {n for n, _ in _legs(st.canon)}
+    out = []
+    root = st.root.parent
+    try:
+        bis = bisect.read_records(root / "bisect") if (root / "bisect").is_dir() else []
+        win = window.read_records(root / "window") if (root / "window").is_dir() else []
+    except UserError as e:
+        return f"_A bisect or window record could not be read: {e}_\n"
+    for rec in bis:
+        if {rec.inputs.good, rec.inputs.bad} <= legs:
+            out.append(bisect.bisect_section_md(rec))
+    for rec in win:
+        if rec.leg in legs:
+            out.append(window.window_section_md(rec))
+    return "\n".join(out)

@@ -1,0 +1,95 @@
+"""Known limitations (each a bold-led item computed from the data) and where the numbers come from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.analyze.stats import spread
+from harness.analyze.tables import _legs, ticked
+from harness.publish import wording as w
+from harness.publish.claims.base import models, passes
+from harness.publish.locate import rel
+from harness.publish.sections.overview import devices, other_repeats
+from harness.publish.study import Study
+
+
+def limitations(st: Study) -> list[str]:
+    from harness.analyze.manifest import stack_table
+
+    canon, ds = st.canon, st.ds
+    items = []
+    cells = canon.cells
+    if len(cells):
+        single = cells[cells["n"] == 1]
+        if len(single):
+            ms = list(dict.fromkeys(cells["model"]))
+            unrepeated = [m for m in ms if (cells.loc[cells["model"] == m, "n"] == 1).all()]
+            txt = (f"**Little dispersion data.** {len(single)} of the {len(cells)} canonical figures "
+                   f"{w.v(len(single), 'is', 'are')} one timed pass; {len(unrepeated)} of {w.n(len(ms), 'model')} "
+                   f"{w.v(len(unrepeated), 'has', 'have')} no repeat in the main series.")
+            extra = other_repeats(st)
+            if extra:
+                txt += f" Repeats outside it: {extra}."
+            txt += (f" A single-pass ratio has no interval, so every conclusion within {st.params.band:.0%} of 1.00x "
+                    f"reads \"no difference detected\", not \"no difference\".")
+            items.append(txt)
+        else:
+            worst = max(((spread(s) or 0.0, m, wl, lg) for s, m, wl, lg in
+                         zip(cells["samples"], cells["model"], cells["workload"], cells["leg_label"])), default=None)
+            if worst:
+                sp, m, wl, lg = worst
+                items.append(f"**Dispersion.** Every canonical figure is the median of {w.span(cells['n'])} "
+                             f"repeats; the largest repeat spread is {sp:.1%} ({ticked(m)} {wl} on {lg}). "
+                             f"A ratio whose interval contains 1.00x reads \"no difference detected\", not \"no "
+                             f"difference\".")
+    devs = devices(canon)
+    if devs:
+        items.append(f"**{w.names(devs)} only.** Absolute numbers are specific to this device and runtime; do not "
+                     f"put them in the same table as results from other hardware.")
+    st_t = stack_table(canon)
+    mixed = st_t[st_t["homogeneous"] != "yes"]
+    if len(mixed):
+        items.append("**Legs that are not internally homogeneous.** " + "; ".join(
+            f"{r.leg}: {r.homogeneous.removeprefix('no: ')}" for r in mixed.itertuples())
+            + " (see \"Runtime stack per leg\"). The difference must be disclosed with the numbers.")
+    legs = _legs(canon)
+    partial = []
+    for m in models(canon):
+        on = [lb for leg, lb in legs if passes(canon, leg, m)]
+        if 0 < len(on) < len(legs):
+            partial.append(f"{ticked(m)} ({', '.join(on)})")
+    if partial:
+        items.append(f"**Partial comparisons.** {w.n(len(partial), 'model')} have data on fewer than "
+                     f"{w.all_legs(len(legs))}: " + ", ".join(partial) + "; they carry no comparison across every leg.")
+    if len(canon.exclusions):
+        reasons = canon.exclusions["reason"].str.split(":").str[0].value_counts()
+        items.append(f"**Excluded runs.** {w.n(len(canon.exclusions), 'run')} of the main series "
+                     f"{w.v(len(canon.exclusions), 'is', 'are')} not canonical ("
+                     + ", ".join(f"{r}: {n}" for r, n in reasons.items()) + "); `CANONICAL.md` lists each.")
+    if st.transcribed:
+        items.append("**Rounded inputs.** The transcribed figures are rounded as printed, so a ratio recomputed from "
+                     "them can differ from the source's own in the last digit.")
+    if ds.problems:
+        items.append(f"**Unreadable files.** {w.n(len(ds.problems), 'file')} could not be used and are left out: "
+                     + "; ".join(f"`{rel(Path(str(p.path)))}` ({p.what})" for p in ds.problems[:5])
+                     + (" …" if len(ds.problems) > 5 else "") + ".")
+    return items
+
+
+def limitations_md(st: Study) -> str:
+    return "\n".join(f"- {x}" for x in limitations(st)) + "\n"
+
+
+def sources_md(st: Study) -> str:
+    from harness import __version__
+
+    where = rel(st.root)
+    return "\n".join([
+        f"The tables are generated from `{where}/` by `harness.analyze.tables` from the canonical runs; which run is "
+        f"canonical for each cell, and why, is in `CANONICAL.md`. Runs of the other series are supporting evidence "
+        f"and are not folded into the tables. Rendered by vllm-harness {__version__}:",
+        "",
+        "```sh",
+        f"python -m harness report {where}",
+        "```",
+    ]) + "\n"

@@ -1,0 +1,152 @@
+"""The top of the page: title, where the numbers come from, what the report folder holds."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.analyze.canonical import Canonical
+from harness.analyze.tables import _legs, markdown_table, ticked
+from harness.publish import wording as w
+from harness.publish.locate import rel
+from harness.publish.study import Study
+
+
+def title_md(st: Study) -> str:
+    s = st.canon.study
+    return f"# {s.title or s.name}\n"
+
+
+def devices(canon: Canonical) -> list[str]:
+    return list(dict.fromkeys(str(d) for d in canon.cells["device"].dropna())) if len(canon.cells) else []
+
+
+def other_repeats(st: Study) -> str:
+    """Repeated measurements in series other than the main one, by series and model."""
+    parts = []
+    for name, c in st.series.items():
+        if name == st.canon.series or not len(c.cells):
+            continue
+        r = c.cells[c.cells["n"] >= 2]
+        if len(r):
+            parts.append(f"series `{name}` ({', '.join(map(ticked, dict.fromkeys(r['model'])))}, n={w.span(r['n'])})")
+    return "; ".join(parts)
+
+
+def repeat_summary(st: Study) -> str:
+    """How often each canonical figure was measured, and where else repeats exist."""
+    cells = st.canon.cells
+    if not len(cells):
+        return "No run of the main series has a canonical measurement."
+    single = cells[cells["n"] == 1]
+    rep = cells[cells["n"] >= 2]
+    if not len(single):
+        text = (f"Every canonical figure is the median of {w.span(cells['n'])} repeats, with a bootstrap 95% "
+                f"interval on every ratio.")
+    elif not len(rep):
+        models = list(dict.fromkeys(cells["model"]))
+        text = (f"Every canonical figure is a single timed pass ({len(cells)} figures, {w.n(len(models), 'model')}): "
+                f"no ratio in the tables has an interval.")
+    else:
+        text = (f"{len(rep)} of the {len(cells)} canonical figures are medians of {w.span(rep['n'])} repeats; "
+                f"{len(single)} {w.v(len(single), 'is', 'are')} a single timed pass ("
+                + ", ".join(f"{ticked(m)} {wl} on {lb}" for m, wl, lb in
+                            list(zip(single["model"], single["workload"], single["leg_label"]))[:6])
+                + (" …" if len(single) > 6 else "") + ").")
+    extra = other_repeats(st)
+    if extra:
+        text += f" Further repeated measurements: {extra}."
+    if len(single):
+        text += " See \"Known limitations\"."
+    return text
+
+
+def intro(st: Study) -> list[str]:
+    """Where the numbers come from, said first: transcribed or measured, and how often (paragraphs)."""
+    canon, ds = st.canon, st.ds
+    recs = ds.records
+    lines = []
+    if st.transcribed:
+        tr = recs[recs["provenance"] == "transcribed"]
+        docs = sorted({str(d) for d in tr["source_document"].dropna()}) or ["a published document"]
+        lines.append(f"**Transcribed, not measured.** Every figure in this report is transcribed from "
+                     f"{w.names(docs)}: "
+                     f"{len(tr)} run records, one per printed figure or printed failure, each with "
+                     f"`provenance: transcribed` and the table it was read from. None was measured by this harness. "
+                     f"The tables below are rebuilt from those records and every ratio is recomputed from them. Only "
+                     f"what the source's tables hold is reproduced; its prose (interpretations, and figures it "
+                     f"quotes from other studies) is not: every sentence here is built from the records.")
+        if (recs["provenance"] == "measured").any():
+            n_meas = int((recs["provenance"] == "measured").sum())
+            lines[-1] += f" {n_meas} further records are measured; the tables say which."
+    else:
+        invs = sorted(set(recs["invocation_id"].dropna()))
+        used = canon.runs
+        # Runs a later invocation resumed over: its index names another invocation than the record's.
+        later = used["reused_by"].notna() & (used["reused_by"] != used["invocation_id"])
+        reused = used[later | used["reused"].map(lambda v: v is True or v == True)]  # noqa: E712
+        dev = w.names(devices(canon)) or "an unrecorded device"
+        lines.append(f"**Every number in this report was measured by this harness** on {dev}: {len(recs)} run "
+                     f"records (`provenance: measured`) from {w.n(len(invs), 'sweep invocation')}.")
+        if len(reused):
+            by = sorted(set(reused["invocation_id"]))
+            lines[-1] += (f" {len(reused)} of the {len(used)} runs behind the tables were measured by an earlier "
+                          f"invocation ({', '.join(f'`{b}`' for b in by)}) and reused by `--resume` in a later one; "
+                          f"each was measured once, by the invocation its record names and this study's sweep "
+                          f"index lists, so these too are measured numbers.")
+        elif len(used):
+            lines[-1] += f" None of the {len(used)} runs behind the tables was reused by `--resume`."
+    lines.append(repeat_summary(st))
+    return lines
+
+
+def intro_md(st: Study) -> str:
+    *head, summary = intro(st)
+    return "\n".join([*head, "", summary]) + "\n"
+
+
+def about(st: Study) -> pd.DataFrame:
+    """What the report folder holds, with counts from the data: (path, what it is)."""
+    canon, root = st.canon, st.root
+    n_pairs = len(_legs(canon)) * (len(_legs(canon)) - 1) // 2
+    runs = root / "runs"
+    count = {name: sum(1 for _ in runs.rglob(name)) if runs.is_dir() else 0
+             for name in ("results.json", "run.jsonl", "run.log")}
+    sweeps = len(list((root / "sweeps").glob("*.json"))) if (root / "sweeps").is_dir() else 0
+    excluded = (f"{w.n(len(canon.exclusions), 'run')} excluded, with reasons" if len(canon.exclusions)
+                else "no run excluded")
+    rows = [
+        ("`README.md`", "this dataset card: a Hugging Face YAML header, then the text of `REPORT.md`, unchanged"),
+        ("`REPORT.md`", "the analysis below, as a file"),
+        ("`index.html`", "the same report as a web page"),
+        ("`CANONICAL.md`", f"the rule, and which run is canonical for each of the {len(canon.cells)} "
+                           f"(leg, model, workload) cells; {excluded}"),
+        ("`MANIFEST.md`", "runtime stack per leg as the runs recorded it, devices, pins"),
+        ("`tables/`", "coverage, throughput, latency and failure attribution as markdown, CSV and Parquet"),
+        *([("`compare/`", f"pairwise comparison tables for every pair of legs ({n_pairs}), from the same canonical "
+                          f"runs")] if n_pairs else []),
+        ("`export/`", f"`canonical.parquet` and `canonical.csv`: the {len(canon.cells)} canonical cells, one row each "
+                      f"(this card's default configuration), with `DATA_DICTIONARY.md`"),
+        ("figures", "the report's figures, as PNG files beside the report"),
+        (f"`{rel(root)}/runs/`", "the run records: " + ", ".join(
+            f"{count[k]} `{k}`{what}" for k, what in (("results.json", ""), ("run.jsonl", " event streams"),
+                                                     ("run.log", " (all output)")) if count[k])),
+    ]
+    if sweeps:
+        rows.append((f"`{rel(root)}/sweeps/`", f"{w.n(sweeps, 'sweep index', 'sweep indexes')}: which invocation "
+                                               f"measured or reused each run"))
+    return pd.DataFrame(rows, columns=["path", "what it is"])
+
+
+def about_md(st: Study) -> str:
+    """"About this dataset": the study's own description, then what the report folder holds."""
+    desc = str(st.canon.study.extra.get("description") or "").strip()
+    return "\n".join([
+        *([f"> {desc}", ">", "> — the study's own description (`study.yaml`)", ""] if desc else []),
+        "This page is the report. `README.md`, `REPORT.md` and `index.html` are one render of `index.qmd` over "
+        "the study folder, so the three always say the same.",
+        "",
+        markdown_table(about(st)),
+        "",
+        f"Every number below is computed from the run records under `{rel(st.root)}/` when the report is rendered; "
+        "none is typed. If the tables, `compare/` and the records ever disagree, that is a bug.",
+    ]) + "\n"

@@ -1,0 +1,118 @@
+"""Supporting measurements (every series besides the main one, through the diagnostic of its shape)
+and the runtime stack per leg."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pandas as pd
+
+from harness.analyze.tables import MISSING, _legs, markdown_table, model_order, ticked
+from harness.core.errors import UserError
+from harness.publish import wording as w
+from harness.publish.study import Study
+
+SeriesKind = Literal["exit-status", "repeats", "arms"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Supporting:
+    name: str
+    kind: SeriesKind
+    diagnostic: Any            # the diagnostic of `harness.investigate.diagnostics`, or the UserError saying why none
+    sources: list[str]         # the tables the series was transcribed from, if any
+
+
+def series_kind(r: pd.DataFrame) -> SeriesKind:
+    """What a supporting series is, from its records: exit status only, repeats of one arm, or arms."""
+    if not (r["throughput_tok_s"].notna().any() or r["ms_per_token"].notna().any()):
+        return "exit-status"
+    return "repeats" if set(r["arm"]) == {"default"} else "arms"
+
+
+def supporting(st: Study) -> list[Supporting]:
+    """Every series besides the main one, with its diagnostic (`harness.investigate.diagnostics`, the
+    functions the notebooks call): a single-variable control for exit-status series, a repeat study
+    for repeats of one arm, an arm table for forced arms."""
+    from harness.investigate import diagnostics as dx
+
+    recs = st.ds.records
+    out: list[Supporting] = []
+    for name in sorted(set(recs["series"]) - {st.canon.series}):
+        r = recs[recs["series"] == name]
+        kind = series_kind(r)
+        d: Any
+        try:
+            if kind == "exit-status":
+                base = "baseline" if "baseline" in set(r["arm"]) else str(r["arm"].iloc[0])
+                d = dx.falsification_matrix(st.ds, series=name, baseline=base)
+            elif kind == "repeats":
+                d = dx.repeat_study(st.ds, series=name)
+            else:
+                d = dx.arm_table(st.ds, series=name)
+        except UserError as e:
+            d = e
+        out.append(Supporting(name=name, kind=kind, diagnostic=d,
+                              sources=sorted({str(x) for x in r["source_table"].dropna()})))
+    return out
+
+
+def supporting_md(st: Study) -> str:
+    from harness.investigate import diagnostics as dx
+
+    out = []
+    for s in supporting(st):
+        d, kind = s.diagnostic, s.kind
+        out += [f"### Series `{s.name}`", ""]
+        if s.sources:
+            out += [f"_Transcribed from: {'; '.join(s.sources)}._", ""]
+        if isinstance(d, UserError):
+            out += [f"_No {kind} diagnostic for this series: {d}. Its runs are in `CANONICAL.md`'s sources and "
+                    f"the run records._", ""]
+            continue
+        if kind == "exit-status":
+            tab = d.outcomes.reset_index().rename(columns={"index": "arm"})
+            tab["arm"] = [f"`{a}`" + ("" if row.same_leg else f" ({st.canon.study.label(row.leg)})")
+                          for a, row in zip(tab["arm"], d.rows.itertuples())]
+            out += [markdown_table(tab.fillna(MISSING)), "", dx.single_variable_conclusion(d).text, ""]
+        elif kind == "repeats":
+            out += [markdown_table(d.display), ""] + [f"- {x}" for x in dx.repeat_conclusion(d)] + [""]
+            out += [f"_{n}_" for n in d.notes] + [""]
+        else:
+            out += [markdown_table(d.display), ""] + [f"- {x}" for x in dx.arm_conclusion(d)] + [""]
+            out += [f"_{n}_" for n in d.notes] + [""]
+    return "\n".join(out) + "\n" if out else "The study holds no series besides the main one.\n"
+
+
+def mixed_versions(st: Study) -> list[str]:
+    """Per leg, each package measured under more than one version, said as a warning."""
+    from harness.analyze.manifest import NOT_RECORDED, versions
+
+    canon = st.canon
+    v = versions(canon)
+    order = {m: i for i, m in enumerate(model_order(canon.dataset))}
+    lines = []
+    for leg, label in _legs(canon):
+        g = v[(v["leg"] == leg) & (v["version"] != NOT_RECORDED)]
+        for pkg, h in g.groupby("package", sort=False):
+            if len(h) < 2:
+                continue
+            parts = []
+            for x in h.sort_values(["pinned", "models"], ascending=[True, False]).itertuples():
+                names = sorted(x.model_names, key=lambda m: (order.get(m, len(order)), m))
+                who = ticked(names[0]) if len(names) == 1 else w.n(len(names), "model")
+                parts.append(f"{x.version} for {who}{' (pinned)' if x.pinned else ''}")
+            lines.append(f"- Leg {label} was measured under {len(h)} versions of {pkg}: {w.names(parts)}. Do not "
+                         f"report a single {pkg} version for this leg.")
+    return lines
+
+
+def stack_md(st: Study) -> str:
+    from harness.analyze.manifest import devices_table, stack_table
+
+    canon = st.canon
+    lines = ["A \"version comparison\" is a comparison of whole runtime stacks, so this table travels with the "
+             "numbers. Counted over the canonical runs, as each run recorded its stack from inside its leg.", "",
+             markdown_table(stack_table(canon)), "", markdown_table(devices_table(canon)), ""]
+    return "\n".join(lines + mixed_versions(st)) + "\n"
