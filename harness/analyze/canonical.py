@@ -12,11 +12,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from harness import workloads
 from harness.analyze.dataset import Dataset, StudyMeta
 from harness.core.errors import MixedRunsError
 
-METRIC = {"throughput": "throughput_tok_s", "latency": "ms_per_token"}
-UNIT = {"throughput": "tok/s", "latency": "ms/tok"}
+# Each workload kind names the metric its tables use (harness.workloads).
+METRIC = {k: workloads.kind(k).METRIC.key for k in workloads.KINDS}
+UNIT = {k: workloads.kind(k).METRIC.unit for k in workloads.KINDS}
 
 RULE = """\
 For each (leg, model, workload) of series `{series}`, arm `{arm}`, the canonical measurement is the

@@ -37,6 +37,8 @@ COLUMNS: tuple[str, ...] = (
     "failure_error", "failure_detail", "failure_phase", "vllm", "torch", "torch_cuda",
     "transformers", "cutlass", "device", "host", "compat_id", "pins", "fingerprint", "run_id",
     "source_document", "source_table", "source_note", "started_at", "run_dir",
+    # The workload as the run declared it, so analysis never re-reads a run's files.
+    "modality", "input_len", "output_len", "workload_spec", "prompts_sha256",
 )
 
 
@@ -230,6 +232,9 @@ def _row(rec: RunRecord, run_dir: Path, reuse: tuple[str, bool] | None, log: str
         "source_table": rec.source.table if rec.source else None,
         "source_note": rec.source.note if rec.source else None,
         "started_at": rec.started_at, "run_dir": str(run_dir),
+        "modality": rec.workload_spec.get("modality", "text") if rec.workload_spec else None,
+        "input_len": rec.workload_spec.get("input_len"), "output_len": rec.workload_spec.get("output_len"),
+        "workload_spec": dict(rec.workload_spec), "prompts_sha256": rec.work.prompts_sha256,
     }
 
 

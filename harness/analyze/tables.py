@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness import workloads
 from harness.analyze.canonical import Canonical, provenance_note
 from harness.analyze.dataset import Dataset
 from harness.core.errors import UserError
@@ -29,6 +30,7 @@ from harness.analyze.fmt import (MISSING, fmt_ci, fmt_ms, fmt_ratio, fmt_tok_s, 
                                  short_labels, ticked)
 from harness.analyze.order import _legs, leg_pairs, model_order, order_frame, row_key  # noqa: F401
 from harness.analyze.stats import Ratio, ratio
+from harness.workloads.base import Metric
 
 @dataclass(frozen=True, kw_only=True)
 class Table:
@@ -48,12 +50,19 @@ class Table:
 
 # --- the tables ----------------------------------------------------------------------------------
 
+def _metric(kind: str) -> Metric:
+    return workloads.kind(kind).METRIC
+
+
 def _ratio_label(kind: str, old: str, new: str, short: dict[str, str]) -> str:
-    return f"{short[new]}/{short[old]}" if kind == "throughput" else f"{short[old]}→{short[new]}"
+    return _metric(kind).ratio_label(short[old], short[new])
 
 
 def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name: str, title: str) -> Table:
-    fmt = fmt_tok_s if kind == "throughput" else fmt_ms
+    metric = _metric(kind)
+
+    def fmt(v: float | None) -> str:
+        return MISSING if v is None or pd.isna(v) else metric.fmt(v)
     all_labels = [lb for _, lb in _legs(canon)]
     short = short_labels(all_labels)
     exp = canon.expected[canon.expected["kind"] == kind]
@@ -77,7 +86,7 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
         rs = []
         for (old, old_lb), (new, new_lb) in pairs:
             lab = _ratio_label(kind, old_lb, new_lb, short)
-            rt = ratio(samples[old], samples[new], higher_is_better=(kind == "throughput"))
+            rt = ratio(samples[old], samples[new], higher_is_better=metric.higher_is_better)
             rs.append(rt)
             any_ci |= rt.low is not None
             d[lab], d[f"{lab} low"], d[f"{lab} high"], d[f"{lab} verdict"] = rt.value, rt.low, rt.high, rt.verdict
@@ -99,21 +108,21 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
     elif any_ci:
         notes.append("Ratios are ratios of medians; 95% CI: percentile bootstrap over the repeats of each side. "
                      "\"single pass\": a side has one run, no interval.")
-    if kind == "throughput":
-        notes.append("Ratios new/old: above 1.00x the newer leg is faster.")
-    else:
-        notes.append("Ratios old/new: above 1.00x the newer leg is faster.")
+    notes.append(metric.ratio_note())
     return Table(name=name, title=title, data=pd.DataFrame(data_rows), display=display, notes=tuple(notes))
 
 
+def kind_table(canon: Canonical, kind: str) -> Table:
+    """The kind's metric per (model, workload), one column per leg, ratios between consecutive legs."""
+    return _metric_table(canon, kind, _legs(canon), kind, _metric(kind).title)
+
+
 def throughput(canon: Canonical) -> Table:
-    """Total tok/s per (model, workload), one column per leg, ratios between consecutive legs."""
-    return _metric_table(canon, "throughput", _legs(canon), "throughput", "Throughput (tok/s, higher is better)")
+    return kind_table(canon, "throughput")
 
 
 def latency(canon: Canonical) -> Table:
-    """ms per output token per (model, workload), ratios old/new between consecutive legs."""
-    return _metric_table(canon, "latency", _legs(canon), "latency", "Latency (ms/tok, lower is better)")
+    return kind_table(canon, "latency")
 
 
 def _leg(canon: Canonical, name_or_label: str) -> tuple[str, str]:
@@ -124,15 +133,14 @@ def _leg(canon: Canonical, name_or_label: str) -> tuple[str, str]:
                     f"(has: {', '.join(n for n, _ in _legs(canon))})")
 
 
-def compare(canon: Canonical, leg_a: str, leg_b: str) -> tuple[Table, Table]:
-    """Any two legs (names or labels), A as the old side: (throughput, latency) tables."""
+def compare(canon: Canonical, leg_a: str, leg_b: str) -> tuple[Table, ...]:
+    """Any two legs (names or labels), A as the old side: one table per workload kind."""
     a, b = _leg(canon, leg_a), _leg(canon, leg_b)
     if a == b:
         raise UserError(f"compare: {leg_a!r} and {leg_b!r} are the same leg")
-    return (_metric_table(canon, "throughput", [a, b], "compare-throughput",
-                          f"Throughput, {a[1]} vs {b[1]} (tok/s, higher is better)"),
-            _metric_table(canon, "latency", [a, b], "compare-latency",
-                          f"Latency, {a[1]} vs {b[1]} (ms/tok, lower is better)"))
+    return tuple(_metric_table(canon, k, [a, b], f"compare-{k}",
+                               f"{_metric(k).title.split(' (')[0]}, {a[1]} vs {b[1]} ({_metric(k).title.split(' (')[1]}")
+                 for k in workloads.KINDS)
 
 
 def coverage(canon: Canonical) -> Table:
@@ -186,15 +194,15 @@ def write_tables(canon: Canonical, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".tables-", dir=out_dir))
     try:
-        for t in (coverage(canon), throughput(canon), latency(canon)):
+        for t in (coverage(canon), *(kind_table(canon, k) for k in workloads.KINDS)):
             _write_table(t, scratch / "tables" / t.name)
         for (a, la), (b, lb) in combinations(_legs(canon), 2):
-            tp, lt = compare(canon, a, b)
+            per_kind = compare(canon, a, b)
             folder = scratch / "compare"
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{a}_vs_{b}.md").write_text(f"## {la} vs {lb}\n\n{tp.markdown()}\n{lt.markdown()}",
+            (folder / f"{a}_vs_{b}.md").write_text(f"## {la} vs {lb}\n\n" + "\n".join(x.markdown() for x in per_kind),
                                                   encoding="utf-8")
-            pd.concat([tp.data.assign(metric="throughput_tok_s"), lt.data.assign(metric="ms_per_token")]
+            pd.concat([x.data.assign(metric=_metric(k).key) for x, k in zip(per_kind, workloads.KINDS)]
                       ).to_csv(folder / f"{a}_vs_{b}.csv", index=False)
         return _move_into(scratch, out_dir)
     finally:
