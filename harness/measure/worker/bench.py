@@ -26,6 +26,38 @@ from harness.schema.wire import WorkerResult, WorkerSpec  # noqa: E402
 from harness.workloads.base import Timed  # noqa: E402
 
 
+def prompt_vocab(model_path: str, tokenizer: str | None) -> tuple[int | None, str]:
+    """The id range prompts are drawn from, read from the model's files, never from the leg.
+
+    Ids stay below both the model's vocabulary (config.json) and what the tokenizer file can decode
+    (a dummy-weight model's vocabulary can be far larger than a small local tokenizer's, and ids the
+    tokenizer cannot decode send vLLM's output processing down a slower path that has nothing to do
+    with the engine being measured). Asking the loaded tokenizer instead would let each leg's
+    transformers decide, so two legs could draw different prompts from one seed.
+    """
+    sizes, sources = [], []
+    cfg = Path(model_path) / "config.json"
+    try:
+        c = json.loads(cfg.read_text(encoding="utf-8"))
+        v = c.get("vocab_size") or (c.get("text_config") or {}).get("vocab_size")
+        if isinstance(v, int) and v > 0:
+            sizes.append(v)
+            sources.append("config.json vocab_size")
+    except (OSError, ValueError):
+        pass
+    tok = Path(tokenizer or model_path) / "tokenizer.json"
+    try:
+        t = json.loads(tok.read_text(encoding="utf-8"))
+        ids = [int(i) for i in ((t.get("model") or {}).get("vocab") or {}).values()]
+        ids += [int(a["id"]) for a in t.get("added_tokens") or [] if "id" in a]
+        if ids:
+            sizes.append(max(ids) + 1)
+            sources.append("tokenizer.json ids")
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass
+    return (min(sizes), " and ".join(sources)) if sizes else (None, "")
+
+
 def die_with_group() -> None:
     """Take vLLM's engine processes along if this worker is told to stop.
 
@@ -94,15 +126,11 @@ def main(spec_path: str) -> int:
     llm = LLM(model=spec.model_path, **kwargs)
     init_s = time.perf_counter() - t0
     ev("engine_init_end", seconds=init_s)
-    # Prompt ids are drawn from ids the *tokenizer* knows (as vLLM's random dataset does): a dummy-weight
-    # model's vocabulary can be far larger than the small local tokenizer's, and ids the tokenizer
-    # cannot decode send vLLM's output processing down a slower path that has nothing to do with
-    # the engine being measured.
-    vocab = llm.llm_engine.model_config.get_vocab_size()
-    try:
-        vocab = min(vocab, len(llm.get_tokenizer()))
-    except Exception:  # noqa: BLE001 - skip_tokenizer_init and friends: the model's vocabulary it is
-        pass
+    vocab, vocab_source = prompt_vocab(spec.model_path, spec.tokenizer)
+    if vocab is None:
+        # No model files on disk (a hub id): the model's own vocabulary, which its revision fixes.
+        vocab, vocab_source = llm.llm_engine.model_config.get_vocab_size(), "engine model config"
+    ev("prompt_vocab", size=vocab, source=vocab_source)
     ctx = {"vocab": vocab, "model_path": spec.model_path}
 
     def build(n: int, seed: int) -> list:
