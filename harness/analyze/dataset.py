@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from harness.schema import record
 from harness.core.errors import InvalidFileError, UserError
+from harness.schema import sweep_index
 from harness.schema.record import RunRecord
 from harness.core.yamlio import describe
 
@@ -146,16 +147,15 @@ def _sweep_index(root: Path, problems: list[Problem]) -> tuple[dict[str, tuple[s
         return latest, [], measured_here
     for path in sorted(sweeps.glob("*.json")):
         try:
-            idx = json.loads(path.read_text(encoding="utf-8"))
-            runs = idx["runs"]
-            inv = str(idx.get("invocation_id", path.stem))
-            for r in runs:
-                latest[str(r["run_id"])] = (inv, bool(r.get("reused", False)))
-                if not r.get("reused", False):
-                    measured_here.add((str(r["run_id"]), inv))
-                order.append(str(r["run_id"]))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
-            problems.append(Problem(path=path, what=f"sweep index unreadable ({type(e).__name__}: {e}); ignored"))
+            idx = sweep_index.parse(json.loads(path.read_text(encoding="utf-8")), path)
+            for r in idx.runs:
+                latest[r.run_id] = (idx.invocation_id, r.reused)
+                if not r.reused:
+                    measured_here.add((r.run_id, idx.invocation_id))
+                order.append(r.run_id)
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            what = str(e).splitlines()[0] if not isinstance(e, ValidationError) else describe(e)
+            problems.append(Problem(path=path, what=f"sweep index unreadable ({type(e).__name__}: {what}); ignored"))
     # run_id = series/leg/model/workload/arm/rK: keep (model, workload) in first-seen order.
     pairs: list[tuple[str, str]] = []
     for rid in order:

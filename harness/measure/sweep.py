@@ -25,7 +25,7 @@ from harness.measure import guard, leg as legmod
 
 from harness.core import paths
 
-from harness.schema import record
+from harness.schema import record, sweep_index
 from harness.core.errors import UserError
 from harness.measure.leg import LegEnv
 from harness.schema.record import RunRecord
@@ -230,7 +230,8 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
                     p.dirty = found
         write_study_meta(study_dir, sc, list(dict.fromkeys(p.spec.leg_env.leg.name for p in planned)))
         index_path = study_dir / "sweeps" / f"{invocation_id}.json"
-        index = {"invocation_id": invocation_id, "harness_version": __version__, "scenario": str(args.scenario),
+        index = {"schema_version": sweep_index.SCHEMA_VERSION,
+                 "invocation_id": invocation_id, "harness_version": __version__, "scenario": str(args.scenario),
                  "args": {k: str(v) for k, v in vars(args).items()}, "started_at": record.now(),
                  "finished_at": None, "planned": len(planned), "runs": []}
         record.write_json_atomic(index_path, index)

@@ -1,0 +1,54 @@
+"""The sweep index: `sweeps/<invocation>.json`, one per sweep invocation, every run it measured or reused.
+
+Format history (schema_version):
+  0 - unversioned (every index written before versions): the same fields.
+  1 - `schema_version`; `order` (the legs' order per repeat, as run) may be present.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+class SweepEntry(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    run_id: str
+    fingerprint: str | None = None
+    status: str | None = None
+    reused: bool = False
+    measured_by: str | None = None
+    attempt: int | None = None
+    runner: str | None = None
+    node: str | None = None
+
+
+class SweepIndex(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    schema_version: int = SCHEMA_VERSION
+    invocation_id: str
+    harness_version: str | None = None
+    scenario: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    started_at: str | None = None
+    finished_at: str | None = None
+    planned: int | None = None
+    runs: list[SweepEntry]
+
+
+class TooNew(ValueError):
+    pass
+
+
+def parse(raw: Any, path: Path) -> SweepIndex:
+    """A sweep index from its JSON; raises ValueError (pydantic's included) for an unusable one."""
+    if not isinstance(raw, dict):
+        raise ValueError("expected a JSON object")
+    raw = {"invocation_id": path.stem, "schema_version": 0} | raw  # version 0 = the same fields
+    if raw["schema_version"] > SCHEMA_VERSION:
+        raise TooNew(f"schema {raw['schema_version']} is newer than this harness's {SCHEMA_VERSION}")
+    return SweepIndex.model_validate(raw)
