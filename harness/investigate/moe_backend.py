@@ -79,7 +79,7 @@ def arm_table(ds: Dataset, *, series: str, model: str | None = None, workload: s
     """Throughput (or latency) per (leg, arm) of one model and workload, with the MoE routing each
     run logged and the refusal of arms that did not run.
 
-    Routing: run.log parsed by LOG_FACTS; transcribed records carry it as manifest keys
+    Routing: run.log parsed by `harness.core.logs.LOG_FACTS`; transcribed records carry it as manifest keys
     `moe_prepare_finalize` / `moe_sm_split` instead. `reference` ("LEG:ARM", default: the first row
     that ran) is the row every other row is compared with (ratio and bootstrap CI, > 1 is faster).
     Row order: legs in study order, arms in the scenario's order where one is given.
