@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from harness.schema import record
 from harness.core.errors import InvalidFileError, UserError
+from harness.schema import study as study_file
 from harness.schema import sweep_index
 from harness.schema.record import RunRecord
 from harness.core.yamlio import describe
@@ -108,6 +109,12 @@ def _study_meta(root: Path) -> dict[str, Any]:
         raise InvalidFileError(path, f"cannot read: {str(e).splitlines()[0]}") from None
     if not isinstance(meta, dict):
         raise InvalidFileError(path, "expected a mapping at the top level")
+    try:
+        study_file.parse(meta)
+    except ValidationError as e:
+        raise InvalidFileError(path, describe(e)) from None
+    except ValueError as e:
+        raise InvalidFileError(path, str(e)) from None
     return meta
 
 
@@ -307,7 +314,7 @@ def load(study_dir: Path | str) -> Dataset:
         model_order=_str_list(meta, "model_order", yaml_path),
         workload_order=_str_list(meta, "workload_order", yaml_path),
         extra={k: v for k, v in meta.items() if k not in {"name", "title", "provenance", "main_series", "legs",
-                                                           "model_order", "workload_order"}},
+                                                           "model_order", "workload_order", "schema_version"}},
     )
     return Dataset(root=root, study=study, records=df, problems=tuple(problems), sweep_order=tuple(sweep_pairs))
 

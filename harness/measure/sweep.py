@@ -26,6 +26,7 @@ from harness.measure import guard, leg as legmod
 from harness.core import paths
 
 from harness.schema import record, sweep_index
+from harness.schema import study as study_file
 from harness.core.errors import UserError
 from harness.measure.leg import LegEnv
 from harness.schema.record import RunRecord
@@ -182,6 +183,7 @@ def reusable(p: PlannedRun, retry_failed: bool) -> RunRecord | None:
 def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str]) -> None:
     path = study_dir / "study.yaml"
     meta = yaml.safe_load(path.read_text()) if path.exists() else {}
+    meta.setdefault("schema_version", study_file.SCHEMA_VERSION)
     meta.setdefault("name", study_dir.name)
     meta.setdefault("title", sc.description or sc.name)
     meta.setdefault("provenance", "measured")

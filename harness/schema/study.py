@@ -1,0 +1,55 @@
+"""`study.yaml`: a study folder's own description — name, title, provenance, leg order and labels,
+row orders, and blocks other steps own (the report's under `report:`).
+
+Format history (schema_version):
+  0 - unversioned (every study.yaml written before versions): the same keys.
+  1 - `schema_version` written by the sweep.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SCHEMA_VERSION = 1
+
+
+class LegEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    label: str | None = None
+
+
+class StudyFile(BaseModel):
+    # Other keys (allow_reused, description, notes, ...) are the business of the steps that read
+    # them; they are kept, not refused.
+    model_config = ConfigDict(extra="allow")
+    schema_version: int = SCHEMA_VERSION
+    name: str | None = None
+    title: str = ""
+    provenance: str = "measured"
+    main_series: str = "main"
+    legs: list[LegEntry] = Field(default_factory=list)
+    model_order: list[str] = Field(default_factory=list)
+    workload_order: list[str] = Field(default_factory=list)
+    report: dict[str, Any] | None = None   # validated by harness.publish
+
+    @field_validator("legs", mode="before")
+    @classmethod
+    def _names_alone(cls, v: Any) -> Any:
+        # A leg may be given by name alone.
+        return [{"name": x} if isinstance(x, str) else x for x in v] if isinstance(v, list) else v
+
+    @field_validator("title", "provenance", "main_series", mode="before")
+    @classmethod
+    def _text(cls, v: Any) -> Any:
+        return "" if v is None else str(v) if isinstance(v, (int, float)) else v
+
+
+def parse(raw: dict[str, Any]) -> StudyFile:
+    raw = {"schema_version": 0} | raw
+    if not isinstance(raw["schema_version"], int) or raw["schema_version"] > SCHEMA_VERSION:
+        raise ValueError(f"schema_version: {raw['schema_version']!r} is not one this harness reads "
+                         f"(newest: {SCHEMA_VERSION})")
+    return StudyFile.model_validate(raw)
