@@ -11,17 +11,18 @@ wall time that was the timed region.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
+from harness.schema import crosscheck as crosscheck_file
 from harness.schema import record
+from harness.schema.crosscheck import CrosscheckRecord
 from harness.core.errors import UserError
-from harness.measure.run import RunSpec
+from harness.measure.run import WORKER, RunSpec
 from harness.measure.scenario import Arm
 from harness.analyze.stats import ratio
 from harness.measure.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
 
-VLLM_BENCH = Path(__file__).resolve().parent / "worker" / "vllm_bench.py"
+VLLM_BENCH = WORKER.parent / "vllm_bench.py"  # beside the harness worker, run with the leg's Python
 VLLM_ARM = "vllm-bench"
 
 
@@ -96,7 +97,7 @@ def summarize(records: list[record.RunRecord]) -> dict:
             "failed": [f"{r.arm} r{r.repeat}: {r.failure.reason}" for rs in by_arm.values() for r in rs
                        if r.status != "ok" and r.failure],
         })
-    return {"schema_version": 1, "rows": rows}
+    return CrosscheckRecord(rows=rows).model_dump(exclude_none=False)
 
 
 def _fmt(v: float | None, pattern: str = "{:,.0f}") -> str:
@@ -122,4 +123,4 @@ def load(study_dir: Path, *, prefix_caching: bool = False) -> dict | None:
     path = study_dir / ("crosscheck-prefix-caching.json" if prefix_caching else "crosscheck.json")
     if not path.exists() and not prefix_caching:
         path = study_dir / "crosscheck-prefix-caching.json"  # a study measured before the split
-    return json.loads(path.read_text()) if path.exists() else None
+    return crosscheck_file.read(path).model_dump() if path.exists() else None

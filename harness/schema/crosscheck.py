@@ -1,0 +1,48 @@
+"""`crosscheck.json`: the harness against vLLM's own benchmark, per (leg, model, workload).
+
+Format history (schema_version):
+  1 - rows of harness/vLLM samples, ratio with interval, spreads, timed shares (the first version
+      written; there is no unversioned form).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+class CrosscheckRow(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    leg: str
+    model: str
+    workload: str
+    harness_tok_s: list[float] = Field(default_factory=list)
+    vllm_tok_s: list[float] = Field(default_factory=list)
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    verdict: str | None = None
+    spread_harness: float | None = None
+    spread_vllm: float | None = None
+    timed_share_harness: list[float] = Field(default_factory=list)
+    wall_s_harness: list[float] = Field(default_factory=list)
+    failed: list[str] = Field(default_factory=list)
+
+
+class CrosscheckRecord(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    schema_version: int = SCHEMA_VERSION
+    rows: list[CrosscheckRow]
+    invocation_id: str | None = None
+    scenario: str | None = None
+    prefix_caching: bool | None = None
+
+
+def read(path: Path) -> CrosscheckRecord:
+    rec = CrosscheckRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    if rec.schema_version > SCHEMA_VERSION:
+        raise ValueError(f"{path}: crosscheck schema {rec.schema_version} is newer than this harness's {SCHEMA_VERSION}")
+    return rec
