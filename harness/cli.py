@@ -55,9 +55,11 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 
 def cmd_tiny_model(a: argparse.Namespace) -> int:
+    from harness.measure.tinymm import build_tiny_mm_model
     from harness.measure.tinymodel import build_tiny_model
 
-    print(build_tiny_model(a.dest, force=a.force))
+    print(build_tiny_model(a.dest, force=a.force) if a.family == "llama"
+          else build_tiny_mm_model(a.family, a.dest, force=a.force))
     return 0
 
 
@@ -154,7 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="use the Jupyter kernel even if quarto is installed")
     s.set_defaults(func=cmd_report)
 
-    s = sub.add_parser("tiny-model", help="build the tiny random-weight Llama (no hub)")
+    s = sub.add_parser("tiny-model", help="build a tiny random-weight model (no hub): Llama, "
+                       "Qwen2-VL-style (image, video) or Whisper-style (audio)")
+    s.add_argument("--family", choices=("llama", "qwen2-vl", "whisper"), default="llama")
     s.add_argument("--dest", type=Path)
     s.add_argument("--force", action="store_true")
     s.set_defaults(func=cmd_tiny_model)
