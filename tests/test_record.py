@@ -33,7 +33,7 @@ def test_migrates_the_hand_run_format(tmp_path):
         "version": "0.18.0", "model": "Llama", "workload": "mixed", "num_seqs": 1000,
         "vllm_output_tokens": 512000, "elapsed": 10.0, "tokens_per_second": 21943.0, "rc": 0}))
     rec = record.read(d / "results.json")
-    assert rec.schema_version == 2 and rec.leg == "0.18.0" and rec.metrics.throughput_tok_s == 21943.0
+    assert rec.schema_version == record.SCHEMA_VERSION and rec.leg == "0.18.0" and rec.metrics.throughput_tok_s == 21943.0
     assert rec.work.output_tokens == 512000 and rec.status == "ok"
 
 

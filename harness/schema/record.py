@@ -6,6 +6,10 @@ SCHEMA_VERSION history (loading branches on the stored version; `migrate` upgrad
 #     Never written by this package; read so that older datasets load.
 # 2 - nested record: leg/env, model, workload, arm, repeat, fingerprint, status, metrics, work,
 #     timing, manifest, failure, provenance, invocation; written by this package.
+# 3 - `engine`: the engine instance that measured the run (per-run or per-group, group id, restart
+#     count, engine init time, position in the group, the group log's byte range);
+#     `metrics.samples_tok_s` and `timing.passes` when a workload repeats its timed pass;
+#     `work.inputs` (what a multimodal workload fed the engine). Version-2 records lift unchanged.
 A record newer than this package is refused: upgrade the harness rather than guess.
 """
 
@@ -22,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.core.errors import UserError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 Status = Literal["ok", "failed", "timeout"]
 Provenance = Literal["measured", "transcribed"]
@@ -43,6 +47,8 @@ class Metrics(_Frozen):
     # median over iterations; the per-iteration values are in `samples_ms_per_token`.
     ms_per_token: float | None = None
     samples_ms_per_token: list[float] = Field(default_factory=list)
+    # Throughput workloads that repeat their timed pass: each pass's total tok/s (the metric is their median).
+    samples_tok_s: list[float] = Field(default_factory=list)
 
 
 class Work(_Frozen):
@@ -53,13 +59,16 @@ class Work(_Frozen):
     output_tokens: int | None = None
     prompts_sha256: str | None = None
     seed: int | None = None
+    passes: int | None = None          # timed passes over the same prompts (min_timed_s / min_passes)
+    inputs: dict[str, Any] = Field(default_factory=dict)  # multimodal inputs: counts, hashes, token counts
 
 
 class Timing(_Frozen):
     wall_s: float | None = None        # the run's process, start to exit
     engine_init_s: float | None = None
     warmup_s: float | None = None
-    timed_s: float | None = None       # the timed region alone
+    timed_s: float | None = None       # the timed region alone (every pass)
+    passes_s: list[float] = Field(default_factory=list)  # each timed pass, when there were several
 
     @property
     def timed_share(self) -> float | None:
@@ -73,6 +82,18 @@ class Failure(_Frozen):
     traceback: str = ""                # the last traceback of any of the run's processes
     exceptions: list[str] = Field(default_factory=list)  # final line of every traceback, in order
     phase: str | None = None           # last phase reached (run.jsonl)
+
+
+class Engine(_Frozen):
+    """Which engine instance measured a run: with engine reuse, one engine serves a group's workloads."""
+
+    mode: Literal["per-run", "per-group"] = "per-run"
+    group_id: str | None = None        # series/leg/model/arm/rK of the group
+    instance: int = 1                  # >1: a fresh engine after a crash or timeout in the group
+    init_s: float | None = None        # that engine's start time
+    position: int = 1                  # this workload's place among the instance's workloads
+    group_log: str | None = None       # the instance's log, relative to the run directory
+    log_range: list[int] = Field(default_factory=list)  # [start, end) byte offsets of this run in it
 
 
 class Source(_Frozen):
@@ -114,6 +135,7 @@ class RunRecord(_Frozen):
     timing: Timing = Timing()
     manifest: dict[str, Any] = Field(default_factory=dict)
     failure: Failure | None = None
+    engine: Engine | None = None
     allow_dirty: bool = False
     dirty: list[str] = Field(default_factory=list)   # what the guards found and were told to allow
     started_at: str | None = None
@@ -174,7 +196,12 @@ def _update_to_2(old: dict, path: Path) -> dict:
     }
 
 
-MIGRATIONS = {1: _update_to_2}
+def _update_to_3(old: dict, path: Path) -> dict:
+    """Version 2 -> 3: every new field is optional; a version-2 run had its own engine."""
+    return old | {"schema_version": 3}
+
+
+MIGRATIONS = {1: _update_to_2, 2: _update_to_3}
 
 
 def migrate(data: dict, path: Path) -> dict:
