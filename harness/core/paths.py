@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+
+from harness.core.errors import UserError
 
 PROJ_ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = PROJ_ROOT / "scenarios"
@@ -25,3 +28,36 @@ def legs_dir() -> Path:
 def lock_path() -> Path:
     """One lock per node: two sweeps must never measure at once, whichever checkout they run from."""
     return Path(os.environ.get("HARNESS_LOCK", Path.home() / ".cache" / "vllm-harness" / "measure.lock"))
+
+
+# A name that becomes one path component (study, series, leg, workload, arm): letters, digits and
+# `._+-`, starting with a letter or digit, so it can be neither `..` nor hidden nor absolute.
+SAFE_NAME = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}"
+_SAFE = re.compile(SAFE_NAME)
+
+
+def unsafe_name(name: str, *, slashes: bool = False) -> str | None:
+    """Why `name` cannot be a path component (None if it can). `slashes`: a model name such as
+    `org/model` may hold several components, each of which must be safe."""
+    if not isinstance(name, str):
+        return f"{name!r} is not a string"
+    parts = name.split("/") if slashes else [name]
+    for part in parts:
+        if not _SAFE.fullmatch(part):
+            return (f"{name!r} cannot name a folder: use letters, digits and ._+- "
+                    f"(starting with a letter or digit, at most 128 characters"
+                    f"{', / between parts' if slashes else ''})")
+    return None
+
+
+def inside(root: Path | str, *parts: str) -> Path:
+    """`root / parts`, refused (UserError) if it resolves anywhere but inside `root`.
+
+    Names are validated on load; this is the second line, where paths are built, so that a name
+    that slipped past validation (a record read back, a CLI argument) still cannot climb out.
+    """
+    base = Path(root).resolve()
+    target = base.joinpath(*parts).resolve()
+    if target != base and base not in target.parents:
+        raise UserError(f"{Path(root).joinpath(*parts)}: resolves to {target}, outside {base}; refused")
+    return Path(root).joinpath(*parts)

@@ -27,7 +27,7 @@ from harness import __version__
 from harness.core import paths
 from harness.core.logs import failure_reason, last_line, strip_prefix, tracebacks  # noqa: F401
 from harness.measure.leg import LegEnv
-from harness.schema.record import Failure, RunRecord, Timing, now, write
+from harness.schema.record import Engine, Failure, RunRecord, Timing, now, write
 from harness.schema.wire import WorkerSpec, read_result
 from harness.measure.scenario import Arm, Model, Workload
 
@@ -53,6 +53,7 @@ class RunSpec:
     # The script the leg's Python runs; the default measures with vLLM's offline API. Another
     # script must write the same files (run.jsonl phases, manifest.json, worker.json).
     worker: Path = WORKER
+    engine: str = "per-run"             # or "per-group": one engine measures a group's workloads
 
     @property
     def engine_args(self) -> dict[str, Any]:
@@ -75,11 +76,25 @@ class RunSpec:
             "workload": self.workload.work, "arm": self.arm.model_dump(exclude={"description"}),
             "engine_args": self.engine_args, "repeat": self.repeat,
         }
+        if self.engine != "per-run":  # per-run is what every record before engine reuse measured
+            blob["engine"] = self.engine
         return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def check_run_dir(spec: RunSpec, run_dir: Path) -> None:
+    """Refuse a run whose id or directory could climb out of the folder it is measured in: the
+    run deletes files in its directory before measuring. Names are validated on load; this holds
+    for specs built any other way too."""
+    from harness.core.errors import UserError
+
+    bad = [p for p in spec.run_id.split("/") if p in ("", ".", "..") or p.startswith(".")]
+    if bad or ".." in run_dir.parts:
+        raise UserError(f"{run_dir}: run id {spec.run_id!r} or its directory holds a '..', '.' or empty "
+                        "component; refused before anything was deleted")
 
 
 def read_events(run_dir: Path) -> list[dict]:
@@ -165,16 +180,18 @@ def _read_json(path: Path) -> dict:
     return {}
 
 
-def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str],
-            allow_dirty: bool, runner: str = "local", attempt: int = 1) -> RunRecord:
-    """Measure one run into `run_dir` and write its results.json; never raises for a failed run."""
+RUN_FILES = ("results.json", "worker.json", "manifest.json", "run.jsonl", "run.log", "spec.json")
+
+
+def prepare_run_dir(spec: RunSpec, run_dir: Path) -> None:
+    """An empty run directory for a new measurement (the files of an earlier one removed)."""
+    check_run_dir(spec, run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    for stale in ("results.json", "worker.json", "manifest.json", "run.jsonl", "run.log", "spec.json"):
-        (run_dir / stale).unlink(missing_ok=True)
-    wl = spec.workload
-    WorkerSpec(run_dir=str(run_dir), model_path=spec.model_path, tokenizer=spec.model.tokenizer,
-               dtype=spec.model.dtype, tp=spec.model.tp, engine_args=spec.engine_args,
-               workload=wl.work).write(run_dir / "spec.json")
+    for stale in RUN_FILES:
+        paths.inside(run_dir, stale).unlink(missing_ok=True)
+
+
+def run_environ(spec: RunSpec) -> dict[str, str]:
     env = spec.leg_env.environ()
     env |= {k: v for k, v in spec.arm.env.items()} | spec.extra_env
     # Colour codes in run.log would hide vLLM's process prefixes and tracebacks from the parser.
@@ -185,6 +202,22 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
     env["PYTHONUNBUFFERED"] = "1"
     if spec.devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = spec.devices
+    return env
+
+
+def worker_spec(spec: RunSpec, run_dir: Path, runs: list[tuple[RunSpec, Path]] = ()) -> WorkerSpec:
+    return WorkerSpec(run_dir=str(run_dir), model_path=spec.model_path, tokenizer=spec.model.tokenizer,
+                      dtype=spec.model.dtype, tp=spec.model.tp, engine_args=spec.engine_args,
+                      workload=spec.workload.work,
+                      runs=[{"run_dir": str(d), "workload": s.workload.work} for s, d in runs])
+
+
+def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str],
+            allow_dirty: bool, runner: str = "local", attempt: int = 1) -> RunRecord:
+    """Measure one run into `run_dir` and write its results.json; never raises for a failed run."""
+    prepare_run_dir(spec, run_dir)
+    worker_spec(spec, run_dir).write(run_dir / "spec.json")
+    env = run_environ(spec)
     started = now()
     emit(run_dir, "spawn", leg=spec.leg_env.leg.name, compat_id=spec.leg_env.compat_id, run_id=spec.run_id)
     t0 = time.monotonic()
@@ -201,7 +234,15 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
             emit(run_dir, "timeout", after_s=spec.timeout_s)
     wall = time.monotonic() - t0
     emit(run_dir, "exit", status=status, exit_code=exit_code, signal=sig, wall_s=wall)
+    return finish(spec, run_dir, status=status, exit_code=exit_code, sig=sig, wall=wall, started=started,
+                  invocation_id=invocation_id, dirty=dirty, allow_dirty=allow_dirty, runner=runner, attempt=attempt)
 
+
+def finish(spec: RunSpec, run_dir: Path, *, status: str, exit_code: int | None, sig: int | None, wall: float,
+           started: str, invocation_id: str, dirty: list[str], allow_dirty: bool, runner: str = "local",
+           attempt: int = 1, engine: Engine | None = None) -> RunRecord:
+    """The record of a run whose worker has ended: from worker.json, manifest.json, run.jsonl and run.log."""
+    wl = spec.workload
     worker, manifest = read_result(run_dir / "worker.json"), _read_json(run_dir / "manifest.json")
     if status == "ok" and worker is None:
         status = "failed"  # exited 0 without a result: never count that as a measurement
@@ -230,7 +271,7 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
         work=worker.work if worker is not None else {},
         timing=Timing(wall_s=wall, **(worker.timing if worker is not None else {})),
         manifest=manifest | {"runner": runner, "lock": spec.leg_env.lock.splitlines()},
-        failure=failure, allow_dirty=allow_dirty, dirty=dirty, started_at=started, finished_at=now(),
+        failure=failure, engine=engine, allow_dirty=allow_dirty, dirty=dirty, started_at=started, finished_at=now(),
     )
     write(rec, run_dir)
     return rec

@@ -8,6 +8,7 @@ key path.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
@@ -28,6 +29,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _path_name(v: str) -> str:
+    why = paths.unsafe_name(v)
+    if why:
+        raise ValueError(why)
+    return v
+
+
 class Model(_Strict):
     name: str
     # A local directory, a hub id (resolved by vLLM; there is no hub here), or the literal
@@ -41,6 +49,17 @@ class Model(_Strict):
     engine_args: dict[str, Scalar | list | dict] = Field(default_factory=dict)
     workloads: list[str] | None = Field(None, description="default: every workload of the scenario")
     modality: Literal["text", "multimodal", "audio"] = "text"
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        # A display name ("Llama-3.1-8B (dummy weights)"): the run directory takes its cleaned
+        # form (run._safe), which must still be one ordinary folder name.
+        cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", v)
+        if not v.isprintable() or not cleaned or cleaned.startswith(".") or len(cleaned) > 128:
+            raise ValueError(f"{v!r} cannot name a folder: printable, at most 128 characters, "
+                             "not starting with '.'")
+        return v
 
     @model_validator(mode="after")
     def _one_source(self) -> "Model":
@@ -60,8 +79,15 @@ class Workload(_Strict):
     output_len: int = Field(gt=0)
     warmup_iterations: int = Field(1, ge=0)
     seed: int = 0
+    # Stable timed regions: repeat the timed pass (the same prompts, prefix cache reset between
+    # passes) until both are reached; each pass is a sample, the metric their median. The work per
+    # pass is the scenario's, never calibrated, so it is identical on every leg.
+    min_timed_s: float | None = Field(None, gt=0)
+    min_passes: int = Field(1, ge=1)
     description: str = ""
     params: dict[str, Any] = Field(default_factory=dict)
+
+    name_is_folder = field_validator("name")(_path_name)
 
     @model_validator(mode="before")
     @classmethod
@@ -104,7 +130,9 @@ class Workload(_Strict):
     def work(self) -> dict:
         """The parts of a workload that define the work done; identical across legs by design."""
         legacy = getattr(self.plugin, "LEGACY_WORK", {})
-        return legacy | self.model_dump(exclude={"description", "params"}) | self.params
+        # Left out at their defaults, so records measured before they existed keep their fingerprints.
+        unset = {k for k, v in (("min_timed_s", None), ("min_passes", 1)) if getattr(self, k) == v}
+        return legacy | self.model_dump(exclude={"description", "params", *unset}) | self.params
 
 
 _WORKLOAD_FIELDS = set(Workload.model_fields) - {"params"}
@@ -117,6 +145,8 @@ class Arm(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     pins: list[str] = Field(default_factory=list)
 
+    name_is_folder = field_validator("name")(_path_name)
+
 
 class Scenario(_Strict):
     name: str
@@ -128,13 +158,28 @@ class Scenario(_Strict):
     arms: list[Arm] = Field(default_factory=lambda: [Arm(name="default")])
     repeats: int = Field(1, ge=1)
     timeout_s: float = Field(1800, gt=0)
+    # One engine per (repeat, leg, model, arm) measuring that group's workloads in order, or one per run.
+    engine: Literal["per-run", "per-group"] = "per-run"
+    # Leg order within a repeat: alternate (r1: A,B; r2: B,A; ...), fixed, or shuffled with a seed,
+    # so slow drift of the machine cannot line up with the version axis.
+    order: Literal["alternate", "fixed", "shuffle"] = "alternate"
+    order_seed: int = 0
     # Where the scenario's data is documented as reconstructed rather than known (e.g. the
     # published study did not state its prompt lengths), say so here; reports print it.
     notes: str = ""
 
+    @field_validator("name", "series")
+    @classmethod
+    def _names_are_folders(cls, v: str | None) -> str | None:
+        return v if v is None else _path_name(v)
+
     @field_validator("legs")
     @classmethod
     def _known_legs(cls, legs: list[str], info: ValidationInfo) -> list[str]:
+        for i, leg in enumerate(legs):
+            why = paths.unsafe_name(leg)
+            if why:
+                raise ValueError(f"legs[{i}]: {why}")
         known = (info.context or {}).get("known_legs")
         if known is not None:
             for i, leg in enumerate(legs):

@@ -117,6 +117,20 @@ def model_source(sc_file: Path, model) -> tuple[str, str | None]:
     return (str(p.resolve()) if p.exists() else model.path), None
 
 
+def check_model_paths(sc_file: Path, sc: Scenario, names: list[str]) -> None:
+    """A model path that names a local folder must exist before anything is built or measured; a
+    hub id (`org/name`, resolved by vLLM) is left to vLLM."""
+    for i, m in enumerate(sc.models):
+        if m.name not in names or not m.path or m.path == "tiny":
+            continue
+        p = Path(m.path).expanduser()
+        local = m.path.startswith(("/", ".", "~")) or m.path.count("/") > 1
+        if p.exists() and not p.is_dir():
+            raise UserError(f"{sc_file}: models[{i}].path: {m.path} is a file, not a model folder")
+        if local and not p.exists():
+            raise UserError(f"{sc_file}: models[{i}].path: no such model folder {m.path}")
+
+
 def resolve_envs(sc: Scenario, leg_names: list[str], model_names: list[str], arm_names: list[str],
                  *, offline: bool = False) -> dict[tuple[str, str, str], LegEnv]:
     """One env per (leg, model, arm); pins make derived envs, which are shared when identical."""
@@ -143,7 +157,11 @@ def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
     arms = _pick([a.name for a in sc.arms], args.arms, "arm", sc_file)
     wanted_wl = _pick([w.name for w in sc.workloads], args.workloads, "workload", sc_file)
     study = args.study or sc.name
-    study_dir = args.results / study
+    why = paths.unsafe_name(study)
+    if why:
+        raise UserError(f"--study: {why}")
+    study_dir = paths.inside(args.results, study)
+    check_model_paths(sc_file, sc, models)
     envs = resolve_envs(sc, legs, models, arms, offline=args.offline)
     sources = {m: model_source(sc_file, sc.model(m)) for m in models}
     planned: list[PlannedRun] = []
@@ -158,7 +176,7 @@ def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
                                        arm=next(a for a in sc.arms if a.name == an), repeat=rep,
                                        timeout_s=args.timeout_s or sc.timeout_s, devices=args.devices)
                         planned.append(PlannedRun(index=len(planned) + 1, spec=spec,
-                                                  run_dir=study_dir / "runs" / spec.run_id))
+                                                  run_dir=paths.inside(study_dir / "runs", *spec.run_id.split("/"))))
     if args.resume:
         for p in planned:
             p.reuse = reusable(p, args.retry_failed)
@@ -231,7 +249,7 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
                 if p.spec.leg_env.root == env.root:
                     p.dirty = found
         write_study_meta(study_dir, sc, list(dict.fromkeys(p.spec.leg_env.leg.name for p in planned)))
-        index_path = study_dir / "sweeps" / f"{invocation_id}.json"
+        index_path = paths.inside(study_dir, "sweeps", f"{invocation_id}.json")
         index = {"schema_version": sweep_index.SCHEMA_VERSION,
                  "invocation_id": invocation_id, "harness_version": __version__, "scenario": str(args.scenario),
                  "args": {k: str(v) for k, v in vars(args).items()}, "started_at": record.now(),
