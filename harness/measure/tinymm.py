@@ -232,8 +232,14 @@ def _whisper_files(out: Path, s: TinyWhisperShape) -> dict[str, np.ndarray]:
         "n_fft": 400, "n_samples": sr * chunk, "nb_max_frames": sr * chunk // hop, "padding_side": "right",
         "padding_value": 0.0, "return_attention_mask": False,
     })
+    # The real checkpoints' generation config names the task prefix's tokens; prompts read them here.
     _dump(out / "generation_config.json", {"decoder_start_token_id": sot, "eos_token_id": eot,
-                                           "pad_token_id": eot, "bos_token_id": eot})
+                                           "pad_token_id": eot, "bos_token_id": eot,
+                                           "lang_to_id": {"<|en|>": ids["<|en|>"]},
+                                           "task_to_id": {"transcribe": ids["<|transcribe|>"],
+                                                          "translate": ids["<|translate|>"]},
+                                           "no_timestamps_token_id": ids["<|notimestamps|>"],
+                                           "is_multilingual": True})
     _dump(out / "config.json", {
         "architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper",
         "vocab_size": s.vocab_size, "num_mel_bins": s.num_mel_bins, "d_model": s.d_model,

@@ -1,15 +1,44 @@
-"""Image inputs: declared so scenarios that name them load and plan; the worker refuses to measure them
-until this module builds their inputs (a text prompt under an image workload's name would be a wrong
-number)."""
+"""Image inputs: synthetic (seeded random pixels of a given size) or the image files of a local folder,
+`images_per_prompt` per prompt, in the model's own prompt format (harness.workloads.mm)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from harness.workloads import mm
 
 NAME = "image"
-SUPPORTED = False
+SUPPORTED = True
 
 
 @dataclass(frozen=True, kw_only=True)
 class Params:
-    pass
+    images_per_prompt: int = 1
+    width: int = 224            # synthetic images only
+    height: int = 224
+    source: str | None = None   # a folder of image files (${VAR} expanded on the measuring node)
+
+    def __post_init__(self) -> None:
+        for name in ("images_per_prompt", "width", "height"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: should be greater than 0")
+
+
+def preflight(work: dict[str, Any], ctx: dict[str, Any]) -> None:
+    mm.require_torchvision(NAME)
+
+
+def build(n: int, seed: int, work: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    k = work["images_per_prompt"]
+    meta: dict[int, dict[str, Any]] = {}
+    if work.get("source"):
+        items, files = mm.folder_images(work["source"], n * k, seed)
+        meta = {i: {"files": files[i * k:(i + 1) * k]} for i in range(n)}
+    else:
+        items = mm.synthetic_images(n * k, work["width"], work["height"], seed)
+    return mm.make_prompts(NAME, items, k, work["input_len"], seed, meta, ctx)
+
+
+def describe(prompts: list[dict[str, Any]], ctx: dict[str, Any]) -> dict[str, Any]:
+    return mm.describe(NAME, prompts, ctx, "images")

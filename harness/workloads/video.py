@@ -1,15 +1,46 @@
-"""Video inputs: declared so scenarios that name them load and plan; the worker refuses to measure them
-until this module builds their inputs (a text prompt under an video workload's name would be a wrong
-number)."""
+"""Video inputs: synthetic (seeded random frames: a frame count and size) or a local folder of videos
+(each a folder of frame images, or a video file where OpenCV is installed), `videos_per_prompt` per
+prompt, in the model's own prompt format (harness.workloads.mm)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from harness.workloads import mm
 
 NAME = "video"
-SUPPORTED = False
+SUPPORTED = True
 
 
 @dataclass(frozen=True, kw_only=True)
 class Params:
-    pass
+    videos_per_prompt: int = 1
+    num_frames: int = 8         # synthetic: frames per video; a folder's videos: at most this many
+    width: int = 224            # synthetic videos only
+    height: int = 224
+    source: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("videos_per_prompt", "num_frames", "width", "height"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: should be greater than 0")
+
+
+def preflight(work: dict[str, Any], ctx: dict[str, Any]) -> None:
+    mm.require_torchvision(NAME)
+
+
+def build(n: int, seed: int, work: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    k = work["videos_per_prompt"]
+    meta: dict[int, dict[str, Any]] = {}
+    if work.get("source"):
+        items, files = mm.folder_videos(work["source"], n * k, seed, work["num_frames"])
+        meta = {i: {"files": files[i * k:(i + 1) * k]} for i in range(n)}
+    else:
+        items = mm.synthetic_videos(n * k, work["num_frames"], work["width"], work["height"], seed)
+    return mm.make_prompts(NAME, items, k, work["input_len"], seed, meta, ctx)
+
+
+def describe(prompts: list[dict[str, Any]], ctx: dict[str, Any]) -> dict[str, Any]:
+    return mm.describe(NAME, prompts, ctx, "videos")
