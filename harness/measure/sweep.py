@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import uuid
 from datetime import datetime
 from collections.abc import Callable, Iterable
@@ -33,7 +34,7 @@ from harness.schema.record import RunRecord
 from harness.measure.executors import EXECUTORS, Executor, PlannedRun, console, executor_named  # noqa: F401
 from harness.measure.run import RunSpec, kill_orphans
 from harness.measure.scenario import Scenario, load_scenario, scenario_path
-from harness.measure.tinymodel import build_tiny_model, materialize_architecture
+from harness.measure.tinymodel import TINY_MODELS, build_tiny, materialize_architecture
 
 
 
@@ -56,6 +57,8 @@ class SweepArgs:
     offline: bool = False
     executor: str = "local"
     ray_address: str | None = None
+    engine: str | None = None          # per-run | per-group; default: the scenario's
+    order: str | None = None           # alternate | fixed | shuffle; default: the scenario's
 
     @classmethod
     def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
@@ -75,6 +78,11 @@ class SweepArgs:
         p.add_argument("--offline", action="store_true", help="resolve legs from uv's cache only")
         p.add_argument("--executor", choices=list(EXECUTORS), default="local")
         p.add_argument("--address", dest="ray_address", help="Ray cluster address (with --executor ray)")
+        p.add_argument("--engine", choices=["per-run", "per-group"],
+                       help="one engine per run, or one per (repeat, leg, model, arm) for its workloads "
+                            "(default: the scenario's engine)")
+        p.add_argument("--order", choices=["alternate", "fixed", "shuffle"],
+                       help="leg order within each repeat (default: the scenario's order)")
 
     @classmethod
     def from_cli_args(cls, a: argparse.Namespace) -> "SweepArgs":
@@ -86,7 +94,8 @@ class SweepArgs:
                    models=tuple(a.models), workloads=tuple(a.workloads), arms=tuple(a.arms),
                    repeats=a.repeats, resume=a.resume, retry_failed=a.retry_failed,
                    allow_dirty=a.allow_dirty, timeout_s=a.timeout_s, devices=a.devices,
-                   dry_run=a.dry_run, offline=a.offline, executor=a.executor, ray_address=a.ray_address)
+                   dry_run=a.dry_run, offline=a.offline, executor=a.executor, ray_address=a.ray_address,
+                   engine=a.engine, order=a.order)
 
 
 @dataclass(kw_only=True)
@@ -109,8 +118,8 @@ def _pick(names: Iterable[str], wanted: tuple[str, ...], what: str, where: Path)
 
 def model_source(sc_file: Path, model) -> tuple[str, str | None]:
     """(path vLLM loads, load_format): the tiny model, dummy weights for an architecture, or as given."""
-    if model.path == "tiny":
-        return str(build_tiny_model()), None
+    if model.path in TINY_MODELS:
+        return str(build_tiny(model.path)), None
     if model.architecture:
         return str(materialize_architecture(sc_file.parent / model.architecture)), "dummy"
     p = Path(model.path).expanduser()
@@ -121,7 +130,7 @@ def check_model_paths(sc_file: Path, sc: Scenario, names: list[str]) -> None:
     """A model path that names a local folder must exist before anything is built or measured; a
     hub id (`org/name`, resolved by vLLM) is left to vLLM."""
     for i, m in enumerate(sc.models):
-        if m.name not in names or not m.path or m.path == "tiny":
+        if m.name not in names or not m.path or m.path in TINY_MODELS:
             continue
         p = Path(m.path).expanduser()
         local = m.path.startswith(("/", ".", "~")) or m.path.count("/") > 1
@@ -164,23 +173,39 @@ def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
     check_model_paths(sc_file, sc, models)
     envs = resolve_envs(sc, legs, models, arms, offline=args.offline)
     sources = {m: model_source(sc_file, sc.model(m)) for m in models}
+    engine = args.engine or sc.engine
     planned: list[PlannedRun] = []
     for rep in range(1, (args.repeats or sc.repeats) + 1):
-        for ln in legs:
+        for ln in leg_order(legs, rep, args.order or sc.order, sc.order_seed):
             for mn in models:
                 m = sc.model(mn)
-                for wl in (w for w in sc.workloads_for(m) if w.name in wanted_wl):
-                    for an in arms:
-                        spec = RunSpec(study=study, series=sc.series_tag, leg_env=envs[(ln, mn, an)], model=m,
-                                       model_path=sources[mn][0], load_format=sources[mn][1], workload=wl,
-                                       arm=next(a for a in sc.arms if a.name == an), repeat=rep,
-                                       timeout_s=args.timeout_s or sc.timeout_s, devices=args.devices)
-                        planned.append(PlannedRun(index=len(planned) + 1, spec=spec,
-                                                  run_dir=paths.inside(study_dir / "runs", *spec.run_id.split("/"))))
+                wls = [w for w in sc.workloads_for(m) if w.name in wanted_wl]
+                # With one engine per group, a group's workloads must follow one another.
+                pairs = ([(w, an) for an in arms for w in wls] if engine == "per-group"
+                         else [(w, an) for w in wls for an in arms])
+                for wl, an in pairs:
+                    spec = RunSpec(study=study, series=sc.series_tag, leg_env=envs[(ln, mn, an)], model=m,
+                                   model_path=sources[mn][0], load_format=sources[mn][1], workload=wl,
+                                   arm=next(a for a in sc.arms if a.name == an), repeat=rep,
+                                   timeout_s=args.timeout_s or sc.timeout_s, devices=args.devices, engine=engine)
+                    planned.append(PlannedRun(index=len(planned) + 1, spec=spec,
+                                              run_dir=paths.inside(study_dir / "runs", *spec.run_id.split("/"))))
     if args.resume:
         for p in planned:
             p.reuse = reusable(p, args.retry_failed)
     return sc, study_dir, planned
+
+
+def leg_order(legs: list[str], repeat: int, order: str, seed: int = 0) -> list[str]:
+    """The legs of one repeat in measuring order, so slow drift of the machine cannot line up with
+    the version axis: alternate reverses every other repeat; shuffle draws with a recorded seed."""
+    if order == "alternate":
+        return list(legs) if repeat % 2 else list(reversed(legs))
+    if order == "shuffle":
+        out = list(legs)
+        random.Random(f"{seed}:{repeat}").shuffle(out)
+        return out
+    return list(legs)
 
 
 def reusable(p: PlannedRun, retry_failed: bool) -> RunRecord | None:
@@ -253,7 +278,9 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
         index = {"schema_version": sweep_index.SCHEMA_VERSION,
                  "invocation_id": invocation_id, "harness_version": __version__, "scenario": str(args.scenario),
                  "args": {k: str(v) for k, v in vars(args).items()}, "started_at": record.now(),
-                 "finished_at": None, "planned": len(planned), "runs": []}
+                 "finished_at": None, "planned": len(planned), "runs": [],
+                 "engine": args.engine or sc.engine, "order": args.order or sc.order,
+                 "leg_order": _leg_orders(planned)}
         record.write_json_atomic(index_path, index)
         records: list[RunRecord] = []
         counts = {"measured": 0, "reused": 0}
@@ -285,6 +312,15 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
         record.write_json_atomic(index_path, index)
     return SweepResult(invocation_id=invocation_id, study_dir=study_dir, records=records,
                        measured=counts["measured"], reused=counts["reused"], index_path=index_path)
+
+
+def _leg_orders(planned: list[PlannedRun]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for p in planned:
+        legs = out.setdefault(f"r{p.spec.repeat}", [])
+        if p.spec.leg_env.leg.name not in legs:
+            legs.append(p.spec.leg_env.leg.name)
+    return out
 
 
 class _null:
