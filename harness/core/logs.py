@@ -1,7 +1,8 @@
 """Reading vLLM's logs: process prefixes, tracebacks, the root-cause line, and facts vLLM states.
 
 One module for every reader of a run's `run.log`: the run (`harness.measure.run`) takes the failure
-from it, failure attribution (`harness.analyze.failure`) matches signatures against it, and the
+from it, the diagnosis re-run (`harness.measure.diagnose`) asks whether it names a cause at all,
+failure attribution (`harness.analyze.failure`) matches signatures against its lines, and the
 diagnostics parse the MoE routing out of it; `scrub` takes machine paths out of a log line before a
 committed record keeps it. Pure text in, plain values out; nothing here reads a file, so every layer
 may use it.
@@ -10,36 +11,216 @@ may use it.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from harness.core import paths
 
-# --- process prefixes and tracebacks --------------------------------------------------------------
+# --- process prefixes -----------------------------------------------------------------------------
 
-# vLLM prefixes lines from its subprocesses: "(EngineCore_DP0 pid=12) ERROR 11-29 23:58:00 [core.py:1] "
-_PREFIX = re.compile(r"^(?:\((?P<proc>[\w.-]+) pid=(?P<pid>\d+)\)\s*)?"
-                     r"(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] ?)?")
-
-
+# What real logs put before a message, outermost first; `strip_prefix` peels them in a loop:
+#   a container or CI column        "vllm-1  | ", "  | "
+#   a vLLM subprocess               "(EngineCore_DP0 pid=45) ", "(VllmWorker rank=5 pid=7) ",
+#                                   "(RayWorkerWrapper pid=270291, ip=10.1.2.3) "
+#   torch's per-rank prefix         "[rank0]: "
+#   vLLM's level header             "ERROR 08-19 13:12:57 [core.py:708] ", older "ERROR 10-23 23:20:26 registry.py:272] "
+_COLUMN = re.compile(r"^\s*(?:[\w.-]+\s+)?\| ")
+_PROC = re.compile(r"^\((?P<proc>[\w.-]+)(?: [\w.-]+=[\w.-]+)*? pid=(?P<pid>\d+)(?:, ip=[\d.:a-f]+)?\) ?")
+_RANK = re.compile(r"^\[rank\d+\]: ?")
+_LEVEL = re.compile(r"^(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+                    r"\[?[\w.:<>-]+\] ?")
+# A subprocess prefix in mid-line: a progress bar without its newline, then the next process's line.
+_GLUED = re.compile(r"(?<=\S)(?=\([\w.-]+(?: [\w.-]+=[\w.-]+)*? pid=\d+(?:, ip=[\d.:a-f]+)?\) )")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def strip_prefix(line: str) -> tuple[str, str]:
     """(who, text): the process a vLLM log line came from ("EngineCore_DP0:12", or "main") and the line
-    without that prefix, its level/timestamp header and colour codes."""
-    line = _ANSI.sub("", line)
-    m = _PREFIX.match(line)
-    who = f"{m.group('proc')}:{m.group('pid')}" if m and m.group("pid") else "main"
-    return who, line[m.end():] if m else line
+    without its prefixes (column, process, rank, level header) and colour codes. Indentation after the
+    prefixes is kept: it tells a traceback's frames from its exception."""
+    line = _ANSI.sub("", line).rstrip("\r\n")
+    who = "main"
+    while True:
+        m = _PROC.match(line)
+        if m:
+            who = f"{m.group('proc')}:{m.group('pid')}"
+        m = m or _COLUMN.match(line) or _RANK.match(line) or _LEVEL.match(line)
+        if not m or not m.end():
+            return who, line
+        line = line[m.end():]
 
+
+def split_lines(log: str) -> list[str]:
+    """The log's lines, with lines glued to a progress bar (no newline before the next process's
+    prefix) split apart and carriage-return redraws kept as their last state."""
+    out: list[str] = []
+    for raw in log.splitlines():
+        out.extend(_GLUED.split(raw))
+    return out
+
+
+# --- the lines of a log, by kind ------------------------------------------------------------------
+
+LineKind = Literal["banner", "chain", "frame", "source", "caret", "exception", "message", "blank"]
+
+# Python's exception line: a dotted class name ending like an exception, alone or with its message.
+_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Timeout)"
+                  r"(?:: .*|:)?$")
+_CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
+# vLLM's (and its executors') generic wrappers: they say a process died, not why.
+_GENERIC = re.compile(r"Engine core initialization failed|EngineDeadError|EngineCore encountered|"
+                      r"EngineCore failed to start|MQEngineDeadError|Engine loop is not running|"
+                      r"Worker failed with error|WorkerProc initialization failed|"
+                      r"Exception in worker \S+ while processing method|Error executing method \w+\. "
+                      r"This might cause deadlock|Worker proc \S+ died unexpectedly|"
+                      r"WorkerProc hit an exception|See root cause above")
+# Tracebacks that do not end a run: vLLM's usage-stats thread (it dies on a CPU-info parse, most
+# visibly with DEBUG logging); they are never the cause.
+_HARMLESS = re.compile(r"_report_usage_worker|usage_lib\.py")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogLine:
+    n: int                  # position among split_lines(log)
+    who: str                # the process ("main" when unprefixed)
+    text: str               # without prefixes, stripped
+    kind: LineKind
+    harmless: bool = False  # part of a traceback that does not end the run
+
+    @property
+    def wrapper(self) -> bool:
+        return bool(_GENERIC.search(self.text))
+
+    @property
+    def specific(self) -> bool:
+        """A line that may name a cause: an exception or a message, not a wrapper, frame, caret,
+        source line or banner, and not in a harmless traceback."""
+        return self.kind in ("exception", "message") and not self.harmless and not self.wrapper
+
+
+def _indent(s: str) -> int:
+    return len(s) - len(s.lstrip(" \t"))
+
+
+def classify(log: str) -> list[LogLine]:
+    """Every line of a log with its process and its kind. Frames and their source lines are told
+    from exception lines by indentation, per process, so interleaved processes and excerpts that
+    start inside a traceback are read right."""
+    # Per process: the indentation of the open traceback's banner (frames sit deeper), or None.
+    frames_at: dict[str, int] = {}
+    staged: list[tuple[int, str, str, LineKind]] = []
+    for n, raw in enumerate(split_lines(log)):
+        who, body = strip_prefix(raw)
+        body = body.replace("\t", "    ")
+        text = body.strip().strip("`").strip()
+        ind = _indent(body)
+        base = frames_at.get(who)
+        kind: LineKind
+        if not text:
+            kind = "blank"
+        elif text.startswith("Traceback (most recent call last)"):
+            kind, frames_at[who] = "banner", ind
+        elif text.startswith(_CHAIN):
+            kind = "chain"
+            frames_at.pop(who, None)
+        elif text.startswith('File "') or re.match(r'^File "[^"]*", line \d+', text):
+            kind = "frame"
+            if base is None or ind <= base:
+                frames_at[who] = max(ind - 2, 0)
+        elif set(text) <= set("^~ "):
+            kind = "caret"
+        elif base is not None and ind > base:
+            kind = "source"
+        elif text.startswith("raise ") and base is not None:
+            kind = "source"
+        else:
+            kind = "exception" if _EXC.match(text) else "message"
+            if base is not None:
+                kind = "exception" if kind == "exception" or ":" in text else kind
+                frames_at.pop(who, None)
+        staged.append((n, who, text, kind))
+    return _mark_harmless(staged)
+
+
+def _mark_harmless(staged: list[tuple[int, str, str, LineKind]]) -> list[LogLine]:
+    """Lines of a harmless traceback: from the line that announces it (or its banner) to its
+    exception line, in the same process."""
+    harmless: set[int] = set()
+    open_block: dict[str, list[int]] = {}
+    for i, (n, who, text, kind) in enumerate(staged):
+        if kind == "banner":
+            prev = next((j for j in range(i - 1, -1, -1) if staged[j][1] == who and staged[j][3] != "blank"), None)
+            block = [i]
+            if prev is not None and staged[prev][2].startswith("Exception in thread"):
+                block.insert(0, prev)
+            open_block[who] = block
+        elif who in open_block:
+            open_block[who].append(i)
+            if kind == "exception":
+                block = open_block.pop(who)
+                if any(_HARMLESS.search(staged[j][2]) for j in block):
+                    harmless.update(block)
+    return [LogLine(n=n, who=who, text=text, kind=kind, harmless=i in harmless)
+            for i, (n, who, text, kind) in enumerate(staged)]
+
+
+Found = Literal["exception", "message", "wrapper-only", "no-traceback", "empty"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RootCause:
+    """The most specific line of a log and what kind of thing it is."""
+
+    line: str               # the evidence: a root exception, else the best that was found
+    who: str = "main"
+    found: Found            # exception: a root exception; wrapper-only: only vLLM's generic wrapper;
+                            # message / no-traceback: no exception at all (the last message line)
+    summary: str = ""       # one line for "unknown": what was found instead of a cause
+
+    @property
+    def specific(self) -> bool:
+        return self.found == "exception"
+
+
+def root_cause(log: str) -> RootCause:
+    """The root exception in whichever process raised first (never a wrapper, caret, frame, source
+    line or banner); else the wrapper alone; else the log's last message."""
+    lines = classify(log)
+    excs = [ln for ln in lines if ln.kind == "exception" and not ln.harmless]
+    first = next((ln for ln in excs if not ln.wrapper), None)
+    if first is not None:
+        return RootCause(line=first.text, who=first.who, found="exception")
+    wrappers = [ln for ln in lines if ln.wrapper and ln.kind in ("exception", "message") and not ln.harmless]
+    if wrappers:
+        w = next((ln for ln in wrappers if ln.kind == "exception"), wrappers[0])
+        return RootCause(line=w.text, who=w.who, found="wrapper-only",
+                         summary="only vLLM's generic wrapper; no process printed the cause before it")
+    msgs = [ln for ln in lines if ln.kind == "message" and not ln.harmless]
+    if msgs:
+        had_tb = any(ln.kind in ("banner", "frame") for ln in lines)
+        return RootCause(line=msgs[-1].text, who=msgs[-1].who, found="message" if had_tb else "no-traceback",
+                         summary=("a traceback without its exception line (cut)" if had_tb
+                                  else "no traceback at all; the last line printed"))
+    return RootCause(line="", found="empty", summary="nothing was printed")
+
+
+def has_specific_cause(log: str) -> bool:
+    """Whether a failed run's log names a cause at all: some process printed an exception that is
+    not vLLM's generic wrapper nor a harmless thread's. A run without one is worth re-running with
+    DEBUG logging (harness.measure.diagnose)."""
+    return root_cause(log).specific
+
+
+# --- tracebacks, as the run record keeps them ----------------------------------------------------
 
 def tracebacks(log: str) -> list[str]:
     """Every Python traceback in a run's combined log, per process, in order of appearance."""
     blocks: list[tuple[str, list[str]]] = []
     open_by: dict[str, list[str]] = {}
-    for raw in log.splitlines():
+    for raw in split_lines(log):
         who, line = strip_prefix(raw)
-        if line.startswith("Traceback (most recent call last)"):
+        if line.lstrip().startswith("Traceback (most recent call last)"):
             open_by[who] = [line]
             blocks.append((who, open_by[who]))
             continue
@@ -55,18 +236,16 @@ def tracebacks(log: str) -> list[str]:
     return ["\n".join(lines) for _, lines in blocks]
 
 
-_GENERIC = re.compile(r"Engine core initialization failed|EngineDeadError|EngineCore encountered|"
-                      r"Worker failed with error|WorkerProc initialization failed")
-
-
 def last_line(tb: str) -> str:
     lines = [ln for ln in tb.strip().splitlines() if ln.strip()]
     return lines[-1].strip() if lines else ""
 
 
 def failure_reason(tbs: list[str]) -> str:
-    """The root cause: the first exception that is not vLLM's generic 'engine died' wrapper."""
-    finals = [last_line(t) for t in tbs]
+    """The root cause: the first exception that is neither vLLM's generic 'engine died' wrapper nor
+    a harmless thread's (the usage-stats thread)."""
+    kept = [t for t in tbs if not _HARMLESS.search(t)]
+    finals = [last_line(t) for t in kept]
     specific = [f for f in finals if f and not _GENERIC.search(f)]
     return (specific or finals or [""])[0]
 

@@ -10,6 +10,10 @@ SCHEMA_VERSION history (loading branches on the stored version; `migrate` upgrad
 #     count, engine init time, position in the group, the group log's byte range);
 #     `metrics.samples_tok_s` and `timing.passes` when a workload repeats its timed pass;
 #     `work.inputs` (what a multimodal workload fed the engine). Version-2 records lift unchanged.
+# 4 - `failure.failure_class` (the root-cause class of FAILURE_CLASSES) and `failure.signature` (the
+#     catalogue id), as attributed when the run was recorded; `failure.diagnosis`: the run re-run once
+#     with vLLM's DEBUG logging because its log named no cause. Version-3 records lift unchanged
+#     (class and signature absent: attribution computes them from the log when a dataset loads).
 A record newer than this package is refused: upgrade the harness rather than guess.
 """
 
@@ -26,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.core.errors import UserError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 Status = Literal["ok", "failed", "timeout"]
 Provenance = Literal["measured", "transcribed"]
@@ -75,6 +79,31 @@ class Timing(_Frozen):
         return self.timed_s / self.wall_s if self.timed_s and self.wall_s else None
 
 
+# Root-cause classes of a failed run, a fixed vocabulary shared by the records, `harness explain`,
+# the dataset's `failure_class` column and the report's failure table.
+FailureClass = Literal[
+    "unsupported-architecture", "config-unparseable", "transformers-api-drift", "dependency-window",
+    "dependency-abi", "jit-build", "out-of-memory", "distributed-init", "input-shape",
+    "quantization-refused", "timeout", "killed", "unknown",
+]
+FAILURE_CLASSES: tuple[str, ...] = FailureClass.__args__  # type: ignore[attr-defined]
+
+
+class Diagnosis(_Frozen):
+    """A failed run whose log named no cause, re-run once with vLLM's DEBUG logging into
+    `<run_dir>/diagnosis/` (harness.measure.diagnose)."""
+
+    run_dir: str = "diagnosis"         # relative to the run's folder
+    env: dict[str, str] = Field(default_factory=dict)   # what the re-run added to the environment
+    status: Status
+    exit_code: int | None = None
+    signal: int | None = None
+    surfaced: bool = False             # the DEBUG log holds a specific cause the first log lacked
+    reason: str = ""                   # its most specific line (harness.core.logs.root_cause)
+    exceptions: list[str] = Field(default_factory=list)  # final line of every traceback, harmless ones left out
+    wall_s: float | None = None
+
+
 class Failure(_Frozen):
     exit_code: int | None = None
     signal: int | None = None
@@ -82,6 +111,9 @@ class Failure(_Frozen):
     traceback: str = ""                # the last traceback of any of the run's processes
     exceptions: list[str] = Field(default_factory=list)  # final line of every traceback, in order
     phase: str | None = None           # last phase reached (run.jsonl)
+    failure_class: FailureClass | None = None  # set by the attribution (harness.analyze.failure.record_class)
+    signature: str | None = None       # the catalogue id beside it
+    diagnosis: Diagnosis | None = None
 
 
 class Engine(_Frozen):
@@ -201,7 +233,12 @@ def _update_to_3(old: dict, path: Path) -> dict:
     return old | {"schema_version": 3}
 
 
-MIGRATIONS = {1: _update_to_2, 2: _update_to_3}
+def _update_to_4(old: dict, path: Path) -> dict:
+    """Version 3 -> 4: the failure's class, signature and diagnosis are new and optional."""
+    return {**old, "schema_version": 4}
+
+
+MIGRATIONS = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4}
 
 
 def migrate(data: dict, path: Path) -> dict:
