@@ -154,5 +154,5 @@ def test_a_broken_study_yaml_is_a_user_error_naming_it(tmp_path):
     with pytest.raises(UserError, match=r"study\.yaml"):
         load(d)
     (d / "study.yaml").write_text("legs: 3\n")
-    with pytest.raises(UserError, match=r"study\.yaml: legs"):
+    with pytest.raises(UserError, match=r"study\.yaml: line 1: legs"):
         load(d)

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 from pydantic import ValidationError
 
 from harness.schema import record
@@ -28,14 +27,14 @@ from harness.core.errors import InvalidFileError, UserError
 from harness.schema import study as study_file
 from harness.schema import sweep_index
 from harness.schema.record import RunRecord
-from harness.core.yamlio import describe
+from harness.core.yamlio import describe, validate_at
 
 # The columns of `Dataset.records`, in order. `harness.analyze.export` describes the canonical subset.
 COLUMNS: tuple[str, ...] = (
     "study", "provenance", "series", "leg", "leg_label", "model", "tp", "workload", "kind", "arm",
     "repeat", "attempt", "status", "throughput_tok_s", "output_tok_s", "ms_per_token",
     "samples_ms_per_token", "num_seqs", "prompt_tokens", "output_tokens", "invocation_id",
-    "reused", "reused_by", "allow_dirty", "dirty", "failure_reason", "failure_signature",
+    "reused", "reused_by", "allow_dirty", "dirty", "failure_reason", "failure_signature", "failure_class",
     "failure_error", "failure_detail", "failure_phase", "vllm", "torch", "torch_cuda",
     "transformers", "cutlass", "device", "host", "compat_id", "pins", "fingerprint", "run_id",
     "source_document", "source_table", "source_note", "started_at", "run_dir",
@@ -103,19 +102,9 @@ def _study_meta(root: Path) -> dict[str, Any]:
     path = root / "study.yaml"
     if not path.exists():
         return {}
-    try:
-        meta = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise InvalidFileError(path, f"cannot read: {str(e).splitlines()[0]}") from None
-    if not isinstance(meta, dict):
-        raise InvalidFileError(path, "expected a mapping at the top level")
-    try:
-        study_file.parse(meta)
-    except ValidationError as e:
-        raise InvalidFileError(path, describe(e)) from None
-    except ValueError as e:
-        raise InvalidFileError(path, str(e)) from None
-    return meta
+    # Bounded like every YAML input (size, aliases); errors carry the line of the failing key.
+    data, _ = validate_at(study_file.StudyFile, path)
+    return data  # type: ignore[return-value]
 
 
 def _legs_from(meta: dict[str, Any], path: Path) -> tuple[LegMeta, ...]:
@@ -228,6 +217,7 @@ def _row(rec: RunRecord, run_dir: Path, reuse: tuple[str, bool] | None, log: str
         "allow_dirty": rec.allow_dirty, "dirty": tuple(rec.dirty),
         "failure_reason": rec.failure.reason if rec.failure else None,
         "failure_signature": att.signature if att else None,
+        "failure_class": att.klass if att else None,
         "failure_error": att.error if att else None,
         "failure_detail": att.detail if att else None,
         "failure_phase": rec.failure.phase if rec.failure else None,
@@ -278,6 +268,8 @@ def read_record(path: Path) -> RunRecord:
 def load(study_dir: Path | str) -> Dataset:
     """Every results.json under `study_dir` (a folder holding study.yaml and runs/)."""
     root = Path(study_dir)
+    if root.exists() and not root.is_dir():
+        raise UserError(f"{root}: is a file, not a study folder")
     if not root.is_dir():
         raise UserError(f"{root}: no such study folder")
     if not (root / "study.yaml").exists() and not (root / "runs").is_dir():

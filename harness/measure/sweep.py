@@ -29,6 +29,7 @@ from harness.core import paths
 from harness.schema import record, sweep_index
 from harness.schema import study as study_file
 from harness.core.errors import UserError
+from harness.core.yamlio import read_yaml
 from harness.measure.leg import LegEnv
 from harness.schema.record import RunRecord
 from harness.measure.executors import EXECUTORS, Executor, PlannedRun, console, executor_named  # noqa: F401
@@ -59,6 +60,7 @@ class SweepArgs:
     ray_address: str | None = None
     engine: str | None = None          # per-run | per-group; default: the scenario's
     order: str | None = None           # alternate | fixed | shuffle; default: the scenario's
+    diagnose: bool = True              # re-run a failed run whose log names no cause, with DEBUG logging
 
     @classmethod
     def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
@@ -83,6 +85,8 @@ class SweepArgs:
                             "(default: the scenario's engine)")
         p.add_argument("--order", choices=["alternate", "fixed", "shuffle"],
                        help="leg order within each repeat (default: the scenario's order)")
+        p.add_argument("--no-diagnose", dest="diagnose", action="store_false",
+                       help="do not re-run a failed run whose log names no cause with VLLM_LOGGING_LEVEL=DEBUG")
 
     @classmethod
     def from_cli_args(cls, a: argparse.Namespace) -> "SweepArgs":
@@ -95,7 +99,7 @@ class SweepArgs:
                    repeats=a.repeats, resume=a.resume, retry_failed=a.retry_failed,
                    allow_dirty=a.allow_dirty, timeout_s=a.timeout_s, devices=a.devices,
                    dry_run=a.dry_run, offline=a.offline, executor=a.executor, ray_address=a.ray_address,
-                   engine=a.engine, order=a.order)
+                   engine=a.engine, order=a.order, diagnose=getattr(a, "diagnose", True))
 
 
 @dataclass(kw_only=True)
@@ -225,7 +229,7 @@ def reusable(p: PlannedRun, retry_failed: bool) -> RunRecord | None:
 
 def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str]) -> None:
     path = study_dir / "study.yaml"
-    meta = yaml.safe_load(path.read_text()) if path.exists() else {}
+    meta = (read_yaml(path) or {}) if path.exists() else {}  # bounded like every YAML input
     meta.setdefault("schema_version", study_file.SCHEMA_VERSION)
     meta.setdefault("name", study_dir.name)
     meta.setdefault("title", sc.description or sc.name)
@@ -257,7 +261,7 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
                            reused=sum(p.reuse is not None for p in planned), index_path=Path())
     # Sortable by name in the order invocations started (milliseconds), unique by the suffix.
     invocation_id = datetime.now().strftime("%Y%m%dT%H%M%S%f")[:-3] + "-" + uuid.uuid4().hex[:6]
-    executor = executor or executor_named(args.executor, address=args.ray_address)
+    executor = executor or executor_named(args.executor, address=args.ray_address, diagnose=args.diagnose)
     with guard.node_lock() if args.executor == "local" else _null():
         if args.executor == "local":
             left = kill_orphans()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SCHEMA_VERSION = 1
 
@@ -35,6 +35,17 @@ class StudyFile(BaseModel):
     workload_order: list[str] = Field(default_factory=list)
     report: dict[str, Any] | None = None   # validated by harness.publish
 
+    @model_validator(mode="before")
+    @classmethod
+    def _versioned(cls, raw: Any) -> Any:
+        # An unversioned file is version 0; a newer one is refused rather than guessed at.
+        if isinstance(raw, dict):
+            raw = {"schema_version": 0} | raw
+            v = raw["schema_version"]
+            if not isinstance(v, int) or isinstance(v, bool) or v > SCHEMA_VERSION:
+                raise ValueError(f"schema_version: {v!r} is not one this harness reads (newest: {SCHEMA_VERSION})")
+        return raw
+
     @field_validator("legs", mode="before")
     @classmethod
     def _names_alone(cls, v: Any) -> Any:
@@ -48,8 +59,5 @@ class StudyFile(BaseModel):
 
 
 def parse(raw: dict[str, Any]) -> StudyFile:
-    raw = {"schema_version": 0} | raw
-    if not isinstance(raw["schema_version"], int) or raw["schema_version"] > SCHEMA_VERSION:
-        raise ValueError(f"schema_version: {raw['schema_version']!r} is not one this harness reads "
-                         f"(newest: {SCHEMA_VERSION})")
+    """Raises pydantic's ValidationError (a ValueError) on a bad or too-new file."""
     return StudyFile.model_validate(raw)
