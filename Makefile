@@ -11,7 +11,16 @@ SWEEP_ARGS ?=
 PIP_FIND_LINKS ?= $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
 export PIP_FIND_LINKS
 
-.PHONY: setup main test tables report clean-cache
+# Quarto for the report: `quarto` on PATH if there is one, else installed into .cache/quarto from
+# QUARTO_SRC (Quarto run from source, offline; see its README). The harness finds either.
+QUARTO_SRC ?= ../shared/quarto
+QUARTO_DIR := .cache/quarto
+REPORT_ARGS ?=
+LAB_ARGS ?=
+# Chromium for the browser checks and screenshots of the shipped reports (Debian's `chromium`).
+CHROMIUM ?= chromium
+
+.PHONY: setup main test tables report quarto lab screenshots clean-cache
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,8 +47,25 @@ test: setup
 tables: setup
 	$(PY) -m harness tables results/$(STUDY)
 
+# The report of results/$(STUDY): through quarto where it is installed (`make quarto`), else the
+# same cells through the project's Jupyter kernel. REPORT_ARGS=--quarto insists on quarto.
 report: setup
-	$(PY) -m harness report results/$(STUDY)
+	$(PY) -m harness report results/$(STUDY) $(REPORT_ARGS)
+
+quarto:
+	@if command -v quarto >/dev/null 2>&1; then echo "quarto: $$(command -v quarto) $$(quarto --version)"; \
+	elif [ -f $(QUARTO_SRC)/install.sh ]; then bash $(QUARTO_SRC)/install.sh $(QUARTO_DIR); \
+	else echo "make quarto: no quarto on PATH and no $(QUARTO_SRC)/install.sh: install Quarto >= 1.4, or set QUARTO_SRC" >&2; exit 2; fi
+
+# JupyterLab on the project's venv and kernel, opened on the diagnostic notebooks' folder. LAB_ARGS
+# passes options (e.g. LAB_ARGS="--no-browser --port 8899").
+lab: setup
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" \
+	    --LabApp.default_url=/lab/tree/notebooks $(LAB_ARGS)
+
+# A screenshot of each shipped report at 1400 px and at 400 px, in .cache/screenshots/.
+screenshots: setup
+	$(PY) -m harness.publish.browser --chromium $(CHROMIUM) --out .cache/screenshots results/*/report/index.html
 
 clean-cache:
 	rm -rf .cache
