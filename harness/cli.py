@@ -4,6 +4,7 @@ table → report). Expected failures print one line and exit 2."""
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from pathlib import Path
 
@@ -16,6 +17,12 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
     res = sweep(SweepArgs.from_cli_args(a))
     if res.invocation_id != "dry-run":
+        from harness.analyze.failure import record_class
+
+        # The record keeps the root-cause class measured runs were attributed to (measure cannot attribute).
+        for r in res.records:
+            if r.status != "ok" and r.invocation_id == res.invocation_id:
+                record_class(res.study_dir / "runs" / r.run_id)
         failed = sum(r.status != "ok" for r in res.records)
         print(f"{len(res.records)} runs ({res.measured} measured, {res.reused} reused, {failed} not ok); "
               f"records under {res.study_dir / 'runs'}; sweep index {res.index_path}")
@@ -30,16 +37,35 @@ def cmd_crosscheck(a: argparse.Namespace) -> int:
     return 0
 
 
+def _warn_problems(study_dir: Path, *, strict: bool) -> None:
+    """Every file of the study that is not used in full, one stderr line each with its full path
+    and the reason; under --strict the first of them is the error (exit 2) and nothing is written."""
+    from harness.analyze.dataset import load
+
+    problems = load(study_dir).problems
+    if strict and problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UserError(f"{first.path.resolve()}: {first.what}{more}; --strict: nothing written")
+    for p in problems:
+        print(f"warning: {p.path.resolve()}: {p.what}", file=sys.stderr)
+
+
+def _out_folder(out: Path | None) -> None:
+    if out is not None and out.exists() and not out.is_dir():
+        raise UserError(f"{out}: --out names a file; it must be a folder (or not exist yet)")
+
+
 def cmd_tables(a: argparse.Namespace) -> int:
     from harness.analyze.derive import write_study
 
+    _out_folder(a.out)
+    _warn_problems(a.study_dir, strict=a.strict)
     canon, written = write_study(a.study_dir, a.out, allow_reused=a.allow_reused)
     problems = canon.dataset.problems
     print(f"{len(canon.dataset)} records, {len(canon.cells)} canonical cells, {len(canon.exclusions)} runs "
           f"excluded, {len(problems)} files not usable; {len(written)} files under "
           f"{a.out or a.study_dir / 'derived'}")
-    for p in problems:
-        print(f"warning: {p}", file=sys.stderr)
     return 0
 
 
@@ -104,9 +130,18 @@ def cmd_window(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explain(a: argparse.Namespace) -> int:
+    from harness.analyze.failure import explain_main
+
+    print(explain_main(a.logs, as_json=a.json), end="")
+    return 0
+
+
 def cmd_report(a: argparse.Namespace) -> int:
     from harness.publish.render import main_summary, render
 
+    _out_folder(a.out)
+    _warn_problems(a.study_dir, strict=a.strict)
     strict = a.strict_claims if a.strict_claims else None
     print(main_summary(render(a.study_dir, a.out, strict_claims=strict, quarto=a.quarto)))
     return 0
@@ -134,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", type=Path, help="output folder (default: STUDY_DIR/derived)")
     s.add_argument("--allow-reused", action="store_true", default=None,
                    help="let runs reused by --resume be canonical (default: as study.yaml declares)")
+    s.add_argument("--strict", action="store_true",
+                   help="any unusable or excluded record is an error (exit 2), not a warning")
     s.set_defaults(func=cmd_tables)
 
     s = sub.add_parser("export", help="the canonical runs as Parquet + CSV + data dictionary")
@@ -150,11 +187,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--strict-claim", dest="strict_claims", action="append", default=[], metavar="ID",
                    help="fail the render if this claim (an id, fnmatch pattern, or 'all') does not hold "
                         "(repeatable; default: study.yaml's report.strict_claims)")
+    s.add_argument("--strict", action="store_true",
+                   help="any unusable or excluded record is an error (exit 2), not a warning")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--quarto", dest="quarto", action="store_true", default=None, help="require quarto")
     g.add_argument("--no-quarto", dest="quarto", action="store_false",
                    help="use the Jupyter kernel even if quarto is installed")
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("explain", help="why a vLLM run failed: root-cause class, signature, evidence line, fix")
+    s.add_argument("logs", nargs="+", metavar="LOG",
+                   help="a run folder, its results.json, a log file, or - for an excerpt on stdin")
+    s.add_argument("--json", action="store_true", help="one JSON object per log, with its class")
+    s.set_defaults(func=cmd_explain)
 
     s = sub.add_parser("tiny-model", help="build a tiny random-weight model (no hub): Llama, "
                        "Qwen2-VL-style (image, video) or Whisper-style (audio)")
@@ -196,6 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_EXPECTED_OS_ERRORS = (PermissionError, FileExistsError, NotADirectoryError, IsADirectoryError, FileNotFoundError)
+_EXPECTED_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -203,6 +252,14 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        # The file system said no (permissions, a file where a folder belongs, a full disk): an
+        # expected failure, one line naming the file, not a traceback.
+        if not isinstance(e, _EXPECTED_OS_ERRORS) and e.errno not in _EXPECTED_ERRNOS:
+            raise
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -237,9 +237,14 @@ def canonical_md(canon: Canonical) -> str:
         lines += [markdown_table(show), ""]
     else:
         lines += ["None.", ""]
-    problems = canon.dataset.problems
-    if problems:
-        lines += ["## Files that could not be used", ""] + [f"- `{_rel(p.path, canon.dataset.root)}`: {p.what}" for p in problems] + [""]
+    # Records read but refused (impossible numbers, a duplicated run id) are listed apart from files
+    # that could not be read, each with its reason: neither enters any table.
+    for kind, title in (("excluded", "Records excluded from every table"),
+                        ("unreadable", "Files that could not be used"),
+                        ("note", "Files used in part")):
+        found = [p for p in canon.dataset.problems if getattr(p, "kind", "unreadable") == kind]
+        if found:
+            lines += [f"## {title}", ""] + [f"- `{_rel(p.path, canon.dataset.root)}`: {p.what}" for p in found] + [""]
     return "\n".join(lines)
 
 

@@ -72,8 +72,14 @@ class StudyMeta:
 
 @dataclass(frozen=True, kw_only=True)
 class Problem:
+    """A file `load` could not use, or used only in part. `kind`: `unreadable` (left out: cannot be
+    read or validated), `excluded` (read, but its numbers cannot be a measurement or its run id
+    is another record's: left out of every table), `note` (the record loaded; e.g. its log could
+    not be decoded)."""
+
     path: Path
     what: str
+    kind: str = "unreadable"
 
     def __str__(self) -> str:
         return f"{self.path}: {self.what}"
@@ -178,13 +184,14 @@ def _read_log(run_dir: Path, problems: list[Problem]) -> str | None:
     except FileNotFoundError:
         return None
     except OSError as e:
-        problems.append(Problem(path=path, what=f"unreadable ({e.strerror}); left out of failure attribution"))
+        problems.append(Problem(path=path, kind="note",
+                                what=f"unreadable ({e.strerror}); left out of failure attribution, record loaded"))
         return None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        problems.append(Problem(path=path, what=f"not UTF-8 (byte {e.start}); log left out of failure "
-                                                f"attribution, record loaded"))
+        problems.append(Problem(path=path, kind="note", what=f"not UTF-8 (byte {e.start}); log left out of "
+                                                             f"failure attribution, record loaded"))
         return None
 
 
@@ -225,6 +232,8 @@ def _row(rec: RunRecord, run_dir: Path, reuse: tuple[str, bool] | None, log: str
         "transformers": m.get("transformers"), "cutlass": m.get("nvidia_cutlass_dsl"),
         "device": m.get("device"), "host": m.get("host") or rec.node, "compat_id": rec.compat_id,
         "pins": tuple(rec.pins), "fingerprint": rec.fingerprint, "run_id": rec.run_id,
+        # Declared changes on top of the leg's lock (worker/stack.py reads them from the venv's marker).
+        "leg_patches": tuple(m.get("leg_patches") or ()), "leg_extras": tuple(m.get("leg_extras") or ()),
         "source_document": rec.source.document if rec.source else None,
         "source_table": rec.source.table if rec.source else None,
         "source_note": rec.source.note if rec.source else None,
@@ -284,6 +293,10 @@ def load(study_dir: Path | str) -> Dataset:
         except UserError as e:
             problems.append(Problem(path=path, what=str(e).removeprefix(f"{path}: ")))
             continue
+        why = rec.metrics.impossible()
+        if why:
+            problems.append(Problem(path=path, what=f"impossible metric: {why}; record excluded", kind="excluded"))
+            continue
         log = _read_log(path.parent, problems) if rec.status != "ok" else None
         info = reuse.get(rec.run_id)
         if info and info[1] and (rec.run_id, rec.invocation_id) in measured_here:
@@ -291,6 +304,7 @@ def load(study_dir: Path | str) -> Dataset:
             # that measured this very record: a traceable measurement, not a carried-over number.
             info = (info[0], False)
         rows.append(_row(rec, path.parent.relative_to(root), info, log))
+    rows = _drop_duplicates(root, rows, problems)
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     df = _fill_kind(df)
     yaml_path = root / "study.yaml"
@@ -309,6 +323,29 @@ def load(study_dir: Path | str) -> Dataset:
                                                            "model_order", "workload_order", "schema_version"}},
     )
     return Dataset(root=root, study=study, records=df, problems=tuple(problems), sweep_order=tuple(sweep_pairs))
+
+
+def _drop_duplicates(root: Path, rows: list[dict[str, Any]], problems: list[Problem]) -> list[dict[str, Any]]:
+    """A run id recorded twice is one measurement counted twice (a copied folder): the record in the
+    folder its run id names is kept, every other copy excluded; with none there, all are."""
+    by_id: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_id.setdefault(r["run_id"], []).append(r)
+    drop: set[int] = set()
+    for rid, group in by_id.items():
+        if len(group) < 2:
+            continue
+        home = [r for r in group if Path(r["run_dir"]) in (Path("runs") / rid, Path(rid))]
+        keep = home[0] if len(home) == 1 else None
+        dirs = ", ".join(r["run_dir"] for r in group)
+        for r in group:
+            if r is keep:
+                continue
+            drop.add(id(r))
+            where = f"kept {keep['run_dir']}" if keep else "none is in the folder its run id names"
+            problems.append(Problem(path=root / r["run_dir"] / "results.json", kind="excluded",
+                                    what=f"duplicate run id {rid!r} (recorded in {dirs}; {where}); record excluded"))
+    return [r for r in rows if id(r) not in drop]
 
 
 def _fill_kind(df: pd.DataFrame) -> pd.DataFrame:

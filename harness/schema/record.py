@@ -19,7 +19,9 @@ A record newer than this package is refused: upgrade the harness rather than gue
 
 from __future__ import annotations
 
+import errno
 import json
+import math
 import os
 import tempfile
 from datetime import datetime, timezone
@@ -40,19 +42,41 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+# A metric is a number as written: a string or a boolean is refused, not coerced ("12.5" or true
+# would otherwise become a throughput). NaN and infinities parse; analysis excludes them by name.
+_Num = Field(None, strict=True)
+
+
 class Metrics(_Frozen):
     # The table's throughput: total (prompt + output) tokens per second of the timed region,
     # vLLM's own "total tokens/s". Transcribed records hold the published figure here.
-    throughput_tok_s: float | None = None
-    total_tok_s: float | None = None
-    output_tok_s: float | None = None
-    requests_per_s: float | None = None
+    throughput_tok_s: float | None = _Num
+    total_tok_s: float | None = _Num
+    output_tok_s: float | None = _Num
+    requests_per_s: float | None = _Num
     # Latency workloads: ms per generated token of a timed batch (batch latency / tokens in it),
     # median over iterations; the per-iteration values are in `samples_ms_per_token`.
-    ms_per_token: float | None = None
-    samples_ms_per_token: list[float] = Field(default_factory=list)
-    # Throughput workloads that repeat their timed pass: each pass's total tok/s (the metric is their median).
-    samples_tok_s: list[float] = Field(default_factory=list)
+    ms_per_token: float | None = _Num
+    samples_ms_per_token: list[float] = Field(default_factory=list, strict=True)
+
+    def impossible(self) -> str | None:
+        """Why these metrics cannot be a measurement (None if they can): every rate and time is
+        finite and positive; zero tokens per second or zero ms per token is no measurement."""
+        values = [(k, getattr(self, k)) for k in ("throughput_tok_s", "total_tok_s", "output_tok_s",
+                                                   "requests_per_s", "ms_per_token")]
+        values += [(f"samples_ms_per_token[{i}]", v) for i, v in enumerate(self.samples_ms_per_token)]
+        for key, v in values:
+            if v is None:
+                continue
+            if math.isnan(v):
+                return f"metrics.{key} is NaN"
+            if math.isinf(v):
+                return f"metrics.{key} is infinite ({v})"
+            if v < 0:
+                return f"metrics.{key} is negative ({v:g})"
+            if v == 0:
+                return f"metrics.{key} is zero, which no run measures"
+        return None
 
 
 class Work(_Frozen):
@@ -178,10 +202,20 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+# Failures of the disk, not of the harness: a one-line error, the previous file left as it was.
+_DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write via a temporary file and rename: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    """Write via a temporary file and rename: a reader never sees half a file, and a write that
+    fails (a full disk) leaves the previous file intact."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        if e.errno in _DISK_ERRORS or isinstance(e, (FileExistsError, NotADirectoryError)):
+            raise UserError(f"{path}: cannot write ({e.strerror}); nothing was written") from None
+        raise
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2, sort_keys=False)
@@ -189,6 +223,12 @@ def write_json_atomic(path: Path, data: Any) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        if e.errno in _DISK_ERRORS:
+            kept = "the previous file is unchanged" if path.exists() else "nothing was written"
+            raise UserError(f"{path}: cannot write ({e.strerror}); {kept}") from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

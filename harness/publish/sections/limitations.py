@@ -69,10 +69,15 @@ def limitations(st: Study) -> list[str]:
     if st.transcribed:
         items.append("**Rounded inputs.** The transcribed figures are rounded as printed, so a ratio recomputed from "
                      "them can differ from the source's own in the last digit.")
-    if ds.problems:
-        items.append(f"**Unreadable files.** {w.n(len(ds.problems), 'file')} could not be used and are left out: "
-                     + "; ".join(f"`{rel(Path(str(p.path)))}` ({p.what})" for p in ds.problems[:5])
-                     + (" …" if len(ds.problems) > 5 else "") + ".")
+    # Problems by kind (harness.analyze.dataset.Problem): files left out, and files used in part.
+    for kinds, title, verb in ((("unreadable", "excluded"), "Unreadable or excluded files",
+                                "could not be used and are left out"),
+                               (("note",), "Files used in part", "were loaded with a part left out")):
+        found = [p for p in ds.problems if getattr(p, "kind", "unreadable") in kinds]
+        if found:
+            items.append(f"**{title}.** {w.n(len(found), 'file')} {verb}: "
+                         + "; ".join(f"`{rel(Path(str(p.path)))}` ({p.what})" for p in found[:5])
+                         + (" …" if len(found) > 5 else "") + ".")
     return items
 
 
