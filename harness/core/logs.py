@@ -212,6 +212,11 @@ def has_specific_cause(log: str) -> bool:
     return root_cause(log).specific
 
 
+def exception_lines(log: str) -> list[str]:
+    """Every exception line of the log in order, harmless threads' left out."""
+    return [ln.text for ln in classify(log) if ln.kind == "exception" and not ln.harmless]
+
+
 # --- tracebacks, as the run record keeps them ----------------------------------------------------
 
 def tracebacks(log: str) -> list[str]:

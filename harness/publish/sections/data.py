@@ -90,7 +90,7 @@ def failures(st: Study) -> Failures:
             lead.append(f"on {label}, the {w.n(n, 'model')} that {w.v(n, 'fails', 'fail')} or "
                         f"{w.v(n, 'passes', 'pass')} only under a pin {w.v(n, 'has', 'have')} "
                         f"{w.n(len(g), 'root cause')}")
-    show = ft[["leg", "root cause", "models", "model names", "error", "fixable?", "evidence"]]
+    show = ft[["leg", "root cause", "class", "models", "model names", "error", "fixable?", "evidence"]]
     return Failures(lead=lead, table=show)
 
 
