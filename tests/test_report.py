@@ -390,7 +390,7 @@ import json, pathlib, sys
 args = sys.argv[1:]
 import os
 pathlib.Path("LOG").write_text(json.dumps(args + ["QUARTO_PYTHON=" + os.environ.get("QUARTO_PYTHON", "")]))
-out = pathlib.Path(args[args.index("--output-dir") + 1])
+out = pathlib.Path(args[1]).parent            # quarto writes beside the qmd it renders
 params = dict(args[i + 1].split(":", 1) for i, a in enumerate(args) if a == "-P")
 (out / "REPORT.md").write_text("# fake\\n\\nstudy " + params["study"] + "\\n")
 (out / "index.html").write_text("<html></html>\\n")
@@ -412,15 +412,17 @@ def test_quarto_on_path_renders_with_the_study_as_a_parameter(tmp_path, monkeypa
     import json
     argv = json.loads(log.read_text())
     assert res.engine == "quarto" and said[0].startswith("report: quarto found")
-    assert argv[:2] == ["render", str(rendering.QMD)]
+    # A private copy of index.qmd, outside the work tree (quarto writes beside its source).
+    assert argv[0] == "render" and argv[1].endswith("/index.qmd") and not argv[1].startswith(str(paths.PROJ_ROOT))
     assert ["-P", f"study:{d.resolve()}"] == argv[argv.index("-P"):argv.index("-P") + 2]
     assert "strict_claims:auto" in argv and argv[-1] == f"QUARTO_PYTHON={sys.executable}"
     md = res.report.read_text()
     assert md == f"# fake\n\nstudy {d.resolve()}\n"
     assert card_body(res.card.read_text()) == md                  # the card is built the same way
     assert (res.out_dir / "export" / "canonical.parquet").exists()
-    with pytest.raises(UserError, match="quarto"):
+    with pytest.raises(UserError, match="quarto: command not found"):
         monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+        monkeypatch.setattr(rendering, "PROJECT_QUARTO", tmp_path / "nowhere" / "quarto")   # nor `make quarto`'s
         render(d, tmp_path / "out2", quarto=True, say=said.append)
 
 

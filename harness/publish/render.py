@@ -267,25 +267,103 @@ def _render_kernel(qmd: Path, params: dict[str, Any], scratch: Path) -> tuple[st
     return md, figs
 
 
+# Where `make quarto` installs Quarto when none is on PATH (from ../shared/quarto, see the Makefile).
+PROJECT_QUARTO = paths.PROJ_ROOT / ".cache" / "quarto" / "bin" / "quarto"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def find_quarto() -> str | None:
+    """`quarto` on PATH, else the one `make quarto` installed into the project's cache."""
+    exe = shutil.which("quarto")
+    if exe:
+        return exe
+    return str(PROJECT_QUARTO) if os.access(PROJECT_QUARTO, os.X_OK) else None
+
+
+def _quarto_project(qmd: Path, dest: Path) -> Path:
+    """A private copy of the report's Quarto project (the qmd, `_quarto.yml` beside it and the filters
+    it names): Quarto writes `.quarto/`, `*.quarto_ipynb` and `index_files/` beside its source, and
+    sweeps whatever `index_files/` it finds there into the output, a stale one from another study's
+    render included. Returns the copy's qmd."""
+    shutil.copy2(qmd, dest / qmd.name)
+    project = qmd.parent / "_quarto.yml"
+    if project.exists():
+        shutil.copy2(project, dest / project.name)
+        filters = (yaml.safe_load(project.read_text(encoding="utf-8")) or {}).get("filters") or []
+        for f in filters:
+            name = f.get("path") if isinstance(f, dict) else f
+            src = qmd.parent / str(name)
+            if isinstance(name, str) and src.is_file():
+                (dest / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dest / name)
+    return dest / qmd.name
+
+
+def _quarto_error(output: str) -> str:
+    """The line that says what went wrong in quarto's (coloured) output: a Python exception if a cell
+    raised, else quarto's own last ERROR line, else its last line."""
+    lines = [ln.strip() for ln in _ANSI.sub("", output).splitlines() if ln.strip()]
+    exc = [ln for ln in lines if re.match(r"^[A-Za-z_.]*(Error|Exception|Failed|Interrupt): ", ln)]
+    err = [ln for ln in lines if re.match(r"^(ERROR|Error)\b", ln)]
+    return (exc or err or lines or [""])[-1]
+
+
 def _render_quarto(exe: str, qmd: Path, params: dict[str, Any], scratch: Path) -> tuple[str, list[Path]]:
-    cmd = [exe, "render", str(qmd), "--output-dir", str(scratch)]
-    for k, v in params.items():
-        cmd += ["-P", f"{k}:{v}"]
-    # Quarto's Jupyter engine runs the kernel of the Python it finds; make that this project's, whatever
-    # is first on PATH (the Makefile does not activate the venv).
-    env = dict(os.environ, QUARTO_PYTHON=os.environ.get("QUARTO_PYTHON", sys.executable))
-    proc = subprocess.run(cmd, cwd=qmd.parent, capture_output=True, text=True, env=env, check=False)
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()
-        claim = next((ln for ln in tail if "ClaimFailed" in ln), None)
-        if claim:
-            raise ClaimFailed(claim.split("ClaimFailed:", 1)[-1].strip())
-        raise RenderError(f"quarto render {qmd.name} failed (exit {proc.returncode}): {tail[-1] if tail else ''}")
-    report = scratch / "REPORT.md"
-    if not report.exists() or not (scratch / "index.html").exists():
-        raise RenderError(f"quarto render {qmd.name} wrote no REPORT.md / index.html under {scratch}")
-    figs = [p for p in scratch.rglob("*.png")]
-    return report.read_text(encoding="utf-8"), figs
+    with tempfile.TemporaryDirectory(prefix="harness-quarto-") as tmp:
+        copy = _quarto_project(qmd, Path(tmp))
+        built = copy.parent          # quarto writes beside its source: here, the private copy
+        # keep-md: with it Quarto skips its clean-up, which otherwise deletes index_files/ (the gfm
+        # figures with it) once the self-contained page is written; the copy is thrown away anyway.
+        cmd = [exe, "render", str(copy), "-M", "keep-md:true"]
+        for k, v in params.items():
+            cmd += ["-P", f"{k}:{v}"]
+        # Quarto's Jupyter engine runs the kernel of the Python it finds; make that this project's
+        # (QUARTO_PYTHON, and its bin/ first on PATH for `jupyter`), whether or not the venv is
+        # activated, and let the kernel, which starts in the copy, import this checkout's harness.
+        py_bin = str(Path(sys.executable).parent)
+        env = dict(os.environ, QUARTO_PYTHON=os.environ.get("QUARTO_PYTHON", sys.executable),
+                   PATH=os.pathsep.join([py_bin, os.environ.get("PATH", "")]),
+                   PYTHONPATH=os.pathsep.join(p for p in [str(paths.PROJ_ROOT), os.environ.get("PYTHONPATH")] if p))
+        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env=env, check=False)
+        if proc.returncode != 0:
+            line = _quarto_error(proc.stderr + "\n" + proc.stdout)
+            if "ClaimFailed:" in line:
+                raise ClaimFailed(line.split("ClaimFailed:", 1)[-1].strip())
+            raise RenderError(f"quarto render {qmd.name} failed (exit {proc.returncode}): {line}")
+        if not (built / "REPORT.md").exists() or not (built / "index.html").exists():
+            raise RenderError(f"quarto render {qmd.name} wrote no REPORT.md / index.html")
+        md, figs = _quarto_figures((built / "REPORT.md").read_text(encoding="utf-8"), built, scratch)
+        page = (built / "index.html").read_text(encoding="utf-8")
+        files = built / f"{qmd.stem}_files"
+        if f"{files.name}/" in page and files.is_dir():
+            # Not self-contained (`embed-resources` off): the page needs its libraries beside it.
+            shutil.copytree(files, scratch / files.name, ignore=shutil.ignore_patterns("figure-commonmark"))
+        shutil.copy2(built / "index.html", scratch / "index.html")
+    (scratch / "REPORT.md").write_text(md, encoding="utf-8")
+    return md, figs
+
+
+def _quarto_figures(md: str, built: Path, scratch: Path) -> tuple[str, list[Path]]:
+    """REPORT.md's images, which Quarto writes as `index_files/figure-commonmark/<label>-output-<n>.png`,
+    moved to `figures/` under the names the harness's own renderer gives them (`<label>.png`, or
+    `<label>-<k>.png` for a cell that draws several), REPORT.md's links rewritten to match."""
+    found = list(dict.fromkeys(re.findall(r"[\w./-]*figure-commonmark/[\w.-]+\.png", md)))
+    by_label: dict[str, list[str]] = {}
+    for ref in found:
+        label = re.sub(r"-output-\d+$", "", Path(ref).stem)
+        by_label.setdefault(label, []).append(ref)
+    figs: list[Path] = []
+    for label, refs in by_label.items():
+        for k, ref in enumerate(refs, start=1):
+            src = built / ref
+            if not src.is_file():
+                raise RenderError(f"quarto render: REPORT.md links {ref}, which it did not write")
+            dst = scratch / "figures" / (f"{label}.png" if len(refs) == 1 else f"{label}-{k}.png")
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+            figs.append(dst)
+            md = md.replace(ref, f"figures/{dst.name}")
+    return md, figs
 
 
 def render(study_dir: Path | str, out_dir: Path | str | None = None, *,
@@ -306,9 +384,10 @@ def render(study_dir: Path | str, out_dir: Path | str | None = None, *,
         raise UserError(f"{qmd}: the report's source is missing")
     out = Path(out_dir) if out_dir is not None else root / "report"
     out.parent.mkdir(parents=True, exist_ok=True)
-    exe = shutil.which("quarto") if quarto is not False else None
+    exe = find_quarto() if quarto is not False else None
     if quarto is True and exe is None:
-        raise UserError("quarto: command not found on PATH (drop --quarto to render through the Jupyter kernel)")
+        raise UserError("quarto: command not found on PATH or in .cache/quarto (`make quarto` installs it; "
+                        "drop --quarto to render through the Jupyter kernel)")
     params = _params(root, strict_claims)
     scratch = Path(tempfile.mkdtemp(prefix=".report-", dir=out.parent))
     # The derived tables are built in a thread while the cells run: the kernel mostly waits.
@@ -316,7 +395,8 @@ def render(study_dir: Path | str, out_dir: Path | str | None = None, *,
     try:
         derived_job = pool.submit(_derive, root, scratch)
         if exe:
-            say(f"report: quarto found ({exe}): quarto render {qmd.name} -P study:{_rel(root)}")
+            say(f"report: quarto found ({exe}): quarto render {qmd.name} -P study:{_rel(root)} "
+                "(on a private copy of the project)")
             md, figs = _render_quarto(exe, qmd, params, scratch)
             engine: Literal["quarto", "kernel"] = "quarto"
         else:
