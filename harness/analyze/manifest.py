@@ -103,6 +103,23 @@ def devices_table(canon: Canonical) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def patches_md(canon: Canonical) -> list[str]:
+    """The extras and patches a leg's venv had on top of its lock (environment/legs/*.yaml), as its
+    canonical runs' manifests recorded them."""
+    cells = canon.cells
+    if "leg_patches" not in cells:
+        return []
+    lines: list[str] = []
+    for leg, label in _legs(canon):
+        c = cells[cells["leg"] == leg]
+        extras = sorted({x for xs in c["leg_extras"] for x in xs})
+        patches = sorted({x for xs in c["leg_patches"] for x in xs})
+        if extras or patches:
+            lines.append(f"- **{label}**: " + "; ".join(
+                [f"extra `{x}`" for x in extras] + [f"patch `{x}` (environment/patches/)" for x in patches]))
+    return ["## Extras and patches on top of the lock", "", *lines, ""] if lines else []
+
+
 def manifest_md(canon: Canonical) -> str:
     """MANIFEST.md: runtime stack per leg, non-homogeneous legs, devices, and the pins in use."""
     lines = [f"# Manifest — {canon.study.title or canon.study.name}", ""]
@@ -130,6 +147,7 @@ def manifest_md(canon: Canonical) -> str:
                     lines.append(f"  - {pkg} {x.version}{pinned}: " + ", ".join(f"`{m}`" for m in names))
         lines.append("")
     lines += ["## Devices and hosts", "", markdown_table(devices_table(canon)), ""]
+    lines += patches_md(canon)
     pins = canon.cells[canon.cells["pins"].map(len) > 0]
     if len(pins):
         lines += ["## Pins", ""]
