@@ -585,13 +585,14 @@ def attributions_by_model(ds: Dataset, *, series: str | None = None) -> pd.DataF
 
 def failure_table(ds: Dataset, *, leg: str | None = None, series: str | None = None) -> pd.DataFrame:
     """The study's "Failure attribution" table: one row per (leg, root cause), letters A, B, ...
-    per leg in catalogue order, with the models, the error and whether it is fixable.
+    per leg in catalogue order, with the root cause's class (FAILURE_CLASSES), the models, the error
+    and whether it is fixable.
 
     Built from the records only; see `attributions_by_model` for which models are counted and on
     what evidence.
     """
     by_model = attributions_by_model(ds, series=series)
-    cols = ["leg", "group", "root cause", "models", "model names", "error", "fixable?", "evidence"]
+    cols = ["leg", "group", "root cause", "class", "models", "model names", "error", "fixable?", "evidence"]
     if leg is not None:
         by_model = by_model[(by_model["leg"] == leg) | (by_model["leg_label"] == leg)]
     order = {s.id: i for i, s in enumerate(CATALOGUE)} | {UNKNOWN: len(CATALOGUE)}
@@ -627,7 +628,7 @@ def failure_table(ds: Dataset, *, leg: str | None = None, series: str | None = N
             ev = h["evidence"].value_counts()
             rows.append({
                 "leg": g["leg_label"].iloc[0], "group": f"{chr(ord('A') + i)}",
-                "root cause": f"{chr(ord('A') + i)} · {root}", "models": len(models),
+                "root cause": f"{chr(ord('A') + i)} · {root}", "class": failure_class(sig_id), "models": len(models),
                 "model names": ", ".join(f"`{m}`" for m in models), "error": error, "fixable?": fixable,
                 "evidence": "; ".join(f"{n} model{'s' if n != 1 else ''}: {e}" for e, n in ev.items()),
             })
