@@ -11,7 +11,13 @@ wall time that was the timed region.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import os
+import re
 from pathlib import Path
+
+from harness.core import paths
 
 from harness.schema import crosscheck as crosscheck_file
 from harness.schema import record
@@ -55,7 +61,7 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
         twin = dataclasses.replace(p.spec, worker=VLLM_BENCH, arm=_arm(
             p.spec, VLLM_ARM + suffix, "vLLM's own benchmarks/throughput.py, random dataset", extra))
         for spec in (ours, twin):
-            run_dir = study_dir / "runs" / spec.run_id
+            run_dir = paths.inside(study_dir / "runs", *spec.run_id.split("/"))
             pairs.append(PlannedRun(index=len(pairs) + 1, spec=spec, run_dir=run_dir,
                                     reuse=_reusable_at(run_dir, spec, args) if args.resume else None))
     if not pairs:
@@ -66,10 +72,94 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
         return summary
     summary |= {"invocation_id": res.invocation_id, "scenario": str(args.scenario),
                 "prefix_caching": prefix_caching}
-    name = "crosscheck" if not prefix_caching else "crosscheck-prefix-caching"
-    record.write_json_atomic(study_dir / f"{name}.json", summary)
-    (study_dir / f"{name}.md").write_text(crosscheck_md(summary))
+    _split_legacy(study_dir)
+    for row in summary["rows"]:
+        settings = _settings(res.records, row, prefix_caching)
+        path = key_path(study_dir, row, settings)
+        record.write_json_atomic(path, {**summary, "rows": [row], "settings": settings})
+    write_views(study_dir)
     return summary
+
+
+# --- the records: one file per (leg, model, workload, settings) -------------------------------------
+# A crosscheck of one workload must never replace another's: each result is kept under
+# crosscheck/<leg>--<model>--<workload>--<settings hash>.json, and crosscheck.json / .md (and the
+# -prefix-caching pair) are views of all of them, rewritten after every crosscheck.
+FOLDER = "crosscheck"
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def _settings(records: list[record.RunRecord], row: dict, prefix_caching: bool) -> dict:
+    """What decides the measurement beyond (leg, model, workload): the harness side's engine
+    arguments, the workload as run, the leg's environment, and prefix caching."""
+    ours = [r for r in records if (r.leg, r.model, r.workload) == (row["leg"], row["model"], row["workload"])
+            and not r.arm.startswith(VLLM_ARM)]
+    first = ours[0] if ours else None
+    return {"prefix_caching": prefix_caching,
+            "engine_args": first.engine_args if first else {},
+            "workload": first.workload_spec if first else {},
+            "compat_id": first.compat_id if first else None}
+
+
+def key_path(study_dir: Path, row: dict, settings: dict | None) -> Path:
+    digest = (hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:10]
+              if settings is not None else "legacy")
+    name = f"{_safe(row['leg'])}--{_safe(row['model'])}--{_safe(row['workload'])}--{digest}.json"
+    return paths.inside(study_dir, FOLDER, name)
+
+
+def _split_legacy(study_dir: Path) -> None:
+    """A study crosschecked before results were kept per key: its single files become per-key
+    records first, so the next crosscheck adds to them instead of replacing them."""
+    if (study_dir / FOLDER).is_dir():
+        return
+    for name, pc in (("crosscheck.json", False), ("crosscheck-prefix-caching.json", True)):
+        path = study_dir / name
+        if not path.exists():
+            continue
+        rec = _read(path).model_dump()
+        if rec.get("prefix_caching") is None:
+            rec["prefix_caching"] = pc
+        for row in rec["rows"]:
+            record.write_json_atomic(key_path(study_dir, row, None), {**rec, "rows": [row], "settings": None})
+
+
+def _read(path: Path) -> CrosscheckRecord:
+    try:
+        return crosscheck_file.read(path)
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: not a readable crosscheck record ({str(e).splitlines()[0]})") from None
+
+
+def load_all(study_dir: Path) -> list[dict]:
+    """Every crosscheck record of the study, one per (leg, model, workload, settings), in name order;
+    a study from before the split: its single files."""
+    folder = Path(study_dir) / FOLDER
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not files:
+        files = [p for p in (Path(study_dir) / "crosscheck.json", Path(study_dir) / "crosscheck-prefix-caching.json")
+                 if p.exists()]
+    return [_read(p).model_dump() | {"path": str(p)} for p in files]
+
+
+def write_views(study_dir: Path) -> None:
+    """crosscheck.json / .md and their -prefix-caching pair: every kept record's rows together."""
+    recs = load_all(study_dir)
+    for pc, name in ((False, "crosscheck"), (True, "crosscheck-prefix-caching")):
+        mine = [r for r in recs if bool(r.get("prefix_caching")) == pc]
+        if not mine:
+            continue
+        view = {"schema_version": crosscheck_file.SCHEMA_VERSION, "rows": [row for r in mine for row in r["rows"]],
+                "invocation_id": mine[-1].get("invocation_id"), "scenario": mine[-1].get("scenario"),
+                "prefix_caching": pc}
+        record.write_json_atomic(paths.inside(study_dir, f"{name}.json"), view)
+        md = paths.inside(study_dir, f"{name}.md")
+        tmp = md.with_name(f".{md.name}.tmp")
+        tmp.write_text(crosscheck_md(view), encoding="utf-8")
+        os.replace(tmp, md)
 
 
 def _reusable_at(run_dir: Path, spec: RunSpec, args: SweepArgs) -> record.RunRecord | None:
@@ -120,7 +210,19 @@ def crosscheck_md(summary: dict) -> str:
 
 
 def load(study_dir: Path, *, prefix_caching: bool = False) -> dict | None:
+    """Every kept crosscheck row of the study (all workloads and settings), as one record; None
+    when the study has none. Reads crosscheck/ (load_all); a study from before it, its single file."""
+    folder = Path(study_dir) / FOLDER
+    if folder.is_dir() and any(folder.glob("*.json")):
+        recs = [r for r in load_all(study_dir) if bool(r.get("prefix_caching")) == prefix_caching]
+        if not recs and not prefix_caching:
+            recs = load_all(study_dir)
+        if not recs:
+            return None
+        return {"schema_version": crosscheck_file.SCHEMA_VERSION, "rows": [row for r in recs for row in r["rows"]],
+                "invocation_id": recs[-1].get("invocation_id"), "scenario": recs[-1].get("scenario"),
+                "prefix_caching": prefix_caching}
     path = study_dir / ("crosscheck-prefix-caching.json" if prefix_caching else "crosscheck.json")
     if not path.exists() and not prefix_caching:
         path = study_dir / "crosscheck-prefix-caching.json"  # a study measured before the split
-    return crosscheck_file.read(path).model_dump() if path.exists() else None
+    return _read(path).model_dump() if path.exists() else None
