@@ -50,7 +50,7 @@ def fake_sweep(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sweepmod, "resolve_envs", resolve_envs)
     monkeypatch.setattr(sweepmod, "RunSpec", functools.partial(runmod.RunSpec, worker=FAKE_BENCH))
-    monkeypatch.setattr(sweepmod, "build_tiny_model", lambda: tmp_path / "no-model")
+    monkeypatch.setattr(sweepmod, "build_tiny", lambda *a, **k: tmp_path / "no-model")
     return env
 
 

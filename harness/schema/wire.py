@@ -7,7 +7,7 @@ this module is plain dataclasses and json; the harness validates what comes back
 Format history (WIRE_VERSION):
   0 - unversioned: the same fields, written before the wire had a version (every shipped record).
   1 - `schema_version` in both files; worker.json's `work` may carry input descriptions beside the
-      counts (`inputs`).
+      counts (`inputs`) and `passes`; spec.json may list several workloads for one engine (`runs`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ class WorkerSpec:
     dtype: str = "auto"
     tp: int = 1
     engine_args: dict[str, Any] = field(default_factory=dict)
+    # Engine reuse: every workload one engine measures, in order, each {run_dir, workload}; empty for
+    # one workload per engine, which `run_dir` and `workload` then describe.
+    runs: list[dict[str, Any]] = field(default_factory=list)
     schema_version: int = WIRE_VERSION
 
     def write(self, path: Path) -> None:
@@ -49,7 +52,7 @@ class WorkerSpec:
 class WorkerResult:
     metrics: dict[str, Any]
     work: dict[str, Any]               # num_seqs, prompt_tokens, output_tokens, prompts_sha256, seed, ...
-    timing: dict[str, float]           # engine_init_s, warmup_s, timed_s
+    timing: dict[str, Any]             # engine_init_s, warmup_s, timed_s (and passes_s)
     schema_version: int = WIRE_VERSION
 
     def write(self, run_dir: Path) -> None:

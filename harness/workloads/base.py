@@ -41,14 +41,28 @@ class Metric:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Timed:
-    """What the worker measured in one workload's timed region, handed to the kind's `metrics`."""
-    seconds: float                               # whole timed region
+class Pass:
+    """One timed pass over the workload's prompt groups."""
+    seconds: float
     group_seconds: list[float] = field(default_factory=list)
     group_output_tokens: list[int] = field(default_factory=list)
-    prompt_tokens: int = 0
-    output_tokens: int = 0
-    num_seqs: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timed:
+    """What the worker measured in one workload's timed region, handed to the kind's `metrics`.
+    The top-level fields describe the first pass; `passes` holds every pass (the same work each)."""
+    seconds: float
+    group_seconds: list[float] = field(default_factory=list)
+    group_output_tokens: list[int] = field(default_factory=list)
+    prompt_tokens: int = 0          # per pass
+    output_tokens: int = 0          # per pass
+    num_seqs: int = 0               # per pass
+    passes: list[Pass] = field(default_factory=list)
+
+    def all_passes(self) -> list[Pass]:
+        return self.passes or [Pass(seconds=self.seconds, group_seconds=self.group_seconds,
+                                    group_output_tokens=self.group_output_tokens)]
 
 
 def sha256_json(obj: object) -> str:

@@ -41,5 +41,6 @@ def warmup_prompts(work: dict[str, Any], build: Build) -> list[Any]:
 
 
 def metrics(t: Timed) -> dict[str, Any]:
-    samples = [dt * 1000 / n for dt, n in zip(t.group_seconds, t.group_output_tokens)]
+    # Every batch of every pass is a sample.
+    samples = [dt * 1000 / n for p in t.all_passes() for dt, n in zip(p.group_seconds, p.group_output_tokens)]
     return {"ms_per_token": statistics.median(samples), "samples_ms_per_token": samples}

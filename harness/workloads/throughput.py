@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,14 @@ def warmup_prompts(work: dict[str, Any], build: Build) -> list[Any]:
 
 
 def metrics(t: Timed) -> dict[str, Any]:
-    total = (t.prompt_tokens + t.output_tokens) / t.seconds
-    return {"total_tok_s": total, "output_tok_s": t.output_tokens / t.seconds,
-            "requests_per_s": t.num_seqs / t.seconds, "throughput_tok_s": total}
+    """Per pass, then the median over passes (a single pass is its own median)."""
+    passes = t.all_passes()
+    out = [sum(p.group_output_tokens) for p in passes]
+    total = [(t.prompt_tokens + o) / p.seconds for p, o in zip(passes, out)]
+    m = {"total_tok_s": statistics.median(total),
+         "output_tok_s": statistics.median([o / p.seconds for p, o in zip(passes, out)]),
+         "requests_per_s": statistics.median([t.num_seqs / p.seconds for p in passes])}
+    m["throughput_tok_s"] = m["total_tok_s"]
+    if len(passes) > 1:
+        m["samples_tok_s"] = total
+    return m

@@ -1,9 +1,10 @@
-"""The default executor: this node, one run at a time."""
+"""The default executor: this node, one run at a time (one engine per run, or per group)."""
 
 from __future__ import annotations
 
 from harness.measure import guard
 from harness.measure.diagnose import diagnose
+from harness.measure.group import execute_group, group_key
 from harness.measure.run import execute
 
 
@@ -17,13 +18,35 @@ class LocalExecutor:
         self.diagnose = diagnose
 
     def run_all(self, planned, *, invocation_id, allow_dirty, on_done):
-        for p in planned:
+        i = 0
+        while i < len(planned):
+            p = planned[i]
             if p.reuse is not None:
                 on_done(p, p.reuse, True)
+                i += 1
                 continue
             dirty = p.dirty + guard.check(guard.gpu_processes(), allow_dirty, "GPU already has processes")
-            rec = execute(p.spec, p.run_dir, invocation_id=invocation_id, dirty=dirty, allow_dirty=allow_dirty)
-            if self.diagnose:
-                rec = diagnose(p.spec, p.run_dir, rec, invocation_id=invocation_id, dirty=dirty,
-                               allow_dirty=allow_dirty)
-            on_done(p, rec, False)
+            if p.spec.engine != "per-group":
+                rec = execute(p.spec, p.run_dir, invocation_id=invocation_id, dirty=dirty, allow_dirty=allow_dirty)
+                if self.diagnose:
+                    rec = diagnose(p.spec, p.run_dir, rec, invocation_id=invocation_id, dirty=dirty,
+                                   allow_dirty=allow_dirty)
+                on_done(p, rec, False)
+                i += 1
+                continue
+            # The group: this run and the next ones of the same (repeat, leg, model, arm) still to measure.
+            j = i + 1
+            while j < len(planned) and planned[j].reuse is None and group_key(planned[j].spec) == group_key(p.spec):
+                j += 1
+            batch = {q.spec.run_id: q for q in planned[i:j]}
+
+            def landed(rec, batch=batch, dirty=dirty):
+                q = batch[rec.run_id]
+                if self.diagnose:  # a silent crash inside a group is diagnosed as a run of its own
+                    rec = diagnose(q.spec, q.run_dir, rec, invocation_id=invocation_id, dirty=dirty,
+                                   allow_dirty=allow_dirty)
+                on_done(q, rec, False)
+
+            execute_group([(q.spec, q.run_dir) for q in batch.values()], invocation_id=invocation_id, dirty=dirty,
+                          allow_dirty=allow_dirty, on_record=landed)
+            i = j

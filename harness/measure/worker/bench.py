@@ -23,7 +23,7 @@ import stack  # noqa: E402
 
 from harness import workloads  # noqa: E402
 from harness.schema.wire import WorkerResult, WorkerSpec  # noqa: E402
-from harness.workloads.base import Timed  # noqa: E402
+from harness.workloads.base import Pass, Timed  # noqa: E402
 
 
 def prompt_vocab(model_path: str, tokenizer: str | None) -> tuple[int | None, str]:
@@ -95,47 +95,97 @@ class Events:
             os.fsync(f.fileno())
 
 
-def main(spec_path: str) -> int:
-    spec = WorkerSpec.read(spec_path)
-    run_dir = Path(spec.run_dir)
-    ev = Events(run_dir / "run.jsonl")
-    wl = spec.workload
-    if os.getpgrp() == os.getpid():  # only as a group leader: never kill a caller's group
-        die_with_group()
-    ev("worker_start", python=sys.executable)
-    kind, modality = workloads.kind(wl["kind"]), workloads.modality(wl.get("modality", "text"))
+def _log_offset() -> int | None:
+    # The run's log is this process's stdout (a regular file the harness opened for appending, shared
+    # with vLLM's engine processes): its size now is where what follows begins.
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return os.fstat(1).st_size
+    except (OSError, ValueError):
+        return None
+
+
+def _refuse(wl: dict, modality, model_path: str) -> None:
     if not getattr(modality, "SUPPORTED", True):
         # Measuring a text prompt under an image/video/audio workload's name would be a wrong number.
         raise NotImplementedError(f"workload {wl['name']!r} has modality {wl['modality']!r}: this worker builds "
                                   "text prompts only")
+    # A modality that needs something the leg lacks (a processor's package) fails here, before the
+    # engine starts, with that as the root cause.
+    if hasattr(modality, "preflight"):
+        modality.preflight(wl, {"model_path": model_path})
+
+
+def _reset_prefix_cache(llm) -> None:
+    # So that no pass and no workload is served from what an earlier one left in the cache.
+    reset = getattr(llm, "reset_prefix_cache", None)
+    if reset is not None:
+        reset()
+
+
+def main(spec_path: str) -> int:
+    """One engine for every workload in the spec, in order (one workload: the engine-per-run mode)."""
+    spec = WorkerSpec.read(spec_path)
+    group_dir = Path(spec.run_dir)
+    gev = Events(group_dir / "run.jsonl")
+    items = spec.runs or [{"run_dir": spec.run_dir, "workload": spec.workload}]
+    if os.getpgrp() == os.getpid():  # only as a group leader: never kill a caller's group
+        die_with_group()
+    gev("worker_start", python=sys.executable, workloads=len(items))
+    first = items[0]["workload"]
+    _refuse(first, workloads.modality(first.get("modality", "text")), spec.model_path)
     manifest = stack.capture(import_torch=True)
     # Written before vLLM is imported, so a run that dies at import still says what stack it had.
-    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    from vllm import LLM, SamplingParams
+    for item in items:
+        (Path(item["run_dir"]) / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    from vllm import LLM
 
-    ev("env_ready", vllm=manifest.get("vllm"), torch=manifest.get("torch"))
+    gev("env_ready", vllm=manifest.get("vllm"), torch=manifest.get("torch"))
     kwargs = dict(spec.engine_args)
-    kwargs.setdefault("seed", wl["seed"])
+    kwargs.setdefault("seed", first["seed"])
     kwargs["tensor_parallel_size"] = spec.tp
     if spec.dtype and spec.dtype != "auto":
         kwargs["dtype"] = spec.dtype
     if spec.tokenizer:
         kwargs["tokenizer"] = spec.tokenizer
-    ev("engine_init_start", engine_args=kwargs)
+    gev("engine_init_start", engine_args=kwargs)
     t0 = time.perf_counter()
     llm = LLM(model=spec.model_path, **kwargs)
     init_s = time.perf_counter() - t0
-    ev("engine_init_end", seconds=init_s)
+    gev("engine_init_end", seconds=init_s)
     vocab, vocab_source = prompt_vocab(spec.model_path, spec.tokenizer)
     if vocab is None:
         # No model files on disk (a hub id): the model's own vocabulary, which its revision fixes.
         vocab, vocab_source = llm.llm_engine.model_config.get_vocab_size(), "engine model config"
-    ev("prompt_vocab", size=vocab, source=vocab_source)
-    ctx = {"vocab": vocab, "model_path": spec.model_path}
+    gev("prompt_vocab", size=vocab, source=vocab_source)
+    ctx = {"vocab": vocab, "model_path": spec.model_path, "tokenizer_path": spec.tokenizer, "engine_args": kwargs}
+    for position, item in enumerate(items, 1):
+        run_dir = Path(item["run_dir"])
+        ev = gev if run_dir == group_dir else Events(run_dir / "run.jsonl")
+        gev("workload_start", run_dir=str(run_dir), position=position, log_offset=_log_offset())
+        if ev is not gev:
+            ev("workload_start", position=position, engine_init_s=init_s)
+        measure_one(llm, item["workload"], run_dir, ev, ctx, init_s=init_s if position == 1 else 0.0)
+        gev("workload_end", run_dir=str(run_dir), position=position, log_offset=_log_offset())
+    gev("teardown_start")
+    del llm
+    gev("teardown_end")
+    return 0
+
+
+def measure_one(llm, wl: dict, run_dir: Path, ev: Events, ctx: dict, *, init_s: float) -> None:
+    """Warm up, then the timed region: the kind's prompt groups, pass after pass over the same
+    prompts until `min_passes` and `min_timed_s` are both reached (one pass by default)."""
+    from vllm import SamplingParams
+
+    kind, modality = workloads.kind(wl["kind"]), workloads.modality(wl.get("modality", "text"))
+    _refuse(wl, modality, ctx["model_path"])
 
     def build(n: int, seed: int) -> list:
         return modality.build(n, seed, wl, ctx)
 
+    _reset_prefix_cache(llm)
     sp = SamplingParams(n=1, temperature=1.0, top_p=1.0, ignore_eos=True, max_tokens=wl["output_len"])
     groups = kind.prompt_groups(wl, build)
     all_prompts = [p for g in groups for p in g]
@@ -148,32 +198,41 @@ def main(spec_path: str) -> int:
     warm_s = time.perf_counter() - t0
     ev("warmup_end", seconds=warm_s)
 
-    group_s: list[float] = []
-    group_out: list[int] = []
+    min_passes, min_timed_s = int(wl.get("min_passes") or 1), float(wl.get("min_timed_s") or 0.0)
+    passes: list[Pass] = []
+    timed_outs: list = []
     ev("timed_start")
     t_timed = time.perf_counter()
-    for group in groups:
-        t0 = time.perf_counter()
-        outs = llm.generate(group, sp, use_tqdm=False)
-        group_s.append(time.perf_counter() - t0)
-        group_out.append(sum(len(o.outputs[0].token_ids) for o in outs))
+    while len(passes) < min_passes or time.perf_counter() - t_timed < min_timed_s:
+        if passes:
+            _reset_prefix_cache(llm)  # outside the pass's own clock
+        group_s: list[float] = []
+        group_out: list[int] = []
+        for group in groups:
+            t0 = time.perf_counter()
+            outs = llm.generate(group, sp, use_tqdm=False)
+            group_s.append(time.perf_counter() - t0)
+            group_out.append(sum(len(o.outputs[0].token_ids) for o in outs))
+            if not passes:
+                timed_outs += outs
+        passes.append(Pass(seconds=sum(group_s), group_seconds=group_s, group_output_tokens=group_out))
     timed_s = time.perf_counter() - t_timed
-    ev("timed_end", seconds=timed_s)
+    ev("timed_end", seconds=timed_s, passes=len(passes))
 
-    inputs = modality.describe(all_prompts, ctx)
-    timed = Timed(seconds=timed_s, group_seconds=group_s, group_output_tokens=group_out,
-                  prompt_tokens=inputs["prompt_tokens"], output_tokens=sum(group_out), num_seqs=len(all_prompts))
-    WorkerResult(
-        metrics=kind.metrics(timed),
-        work={"num_seqs": len(all_prompts), "prompt_tokens": inputs["prompt_tokens"],
-              "output_tokens": timed.output_tokens, "prompts_sha256": inputs["prompts_sha256"], "seed": wl["seed"],
-              **{k: v for k, v in inputs.items() if k not in ("prompt_tokens", "prompts_sha256")}},
-        timing={"engine_init_s": init_s, "warmup_s": warm_s, "timed_s": timed_s},
-    ).write(run_dir)
-    ev("teardown_start")
-    del llm
-    ev("teardown_end")
-    return 0
+    # The timed outputs go along: a multimodal prompt's token count is what the engine made of it.
+    inputs = modality.describe(all_prompts, ctx | {"outputs": timed_outs})
+    first = passes[0]
+    timed = Timed(seconds=first.seconds, group_seconds=first.group_seconds,
+                  group_output_tokens=first.group_output_tokens, prompt_tokens=inputs["prompt_tokens"],
+                  output_tokens=sum(first.group_output_tokens), num_seqs=len(all_prompts), passes=passes)
+    work = {"num_seqs": len(all_prompts), "prompt_tokens": inputs["prompt_tokens"],
+            "output_tokens": timed.output_tokens, "prompts_sha256": inputs["prompts_sha256"], "seed": wl["seed"],
+            **{k: v for k, v in inputs.items() if k not in ("prompt_tokens", "prompts_sha256")}}
+    timing = {"engine_init_s": init_s, "warmup_s": warm_s, "timed_s": timed_s}
+    if len(passes) > 1:
+        work["passes"] = len(passes)
+        timing["passes_s"] = [x.seconds for x in passes]
+    WorkerResult(metrics=kind.metrics(timed), work=work, timing=timing).write(run_dir)
 
 
 if __name__ == "__main__":
