@@ -21,6 +21,14 @@ from harness.investigate.bisect import BisectArgs, Measurement, Rule, search
 from harness.core.errors import UserError
 from tests.conftest import write_scenario
 
+
+@pytest.fixture(autouse=True)
+def _an_index(monkeypatch):
+    # The project names no index of its own (harness.measure.index); these tests list releases from
+    # fakes, so the configured index is only a name, and one that resolves nowhere.
+    monkeypatch.setenv("UV_DEFAULT_INDEX", "https://index.invalid/simple")
+
+
 VERSIONS = ["0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0", "0.35.0"]
 
 

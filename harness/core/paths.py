@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.core.errors import UserError
@@ -61,3 +62,16 @@ def inside(root: Path | str, *parts: str) -> Path:
     if target != base and base not in target.parents:
         raise UserError(f"{Path(root).joinpath(*parts)}: resolves to {target}, outside {base}; refused")
     return Path(root).joinpath(*parts)
+
+
+def unclobbered(path: Path, settings: dict, existing: Callable[[Path], dict | None]) -> Path:
+    """`path`, or a sibling named by the settings' hash when `path` already holds a record of
+    different settings: a later, different measurement never replaces an earlier one. `existing`
+    reads the settings of the record at a path (None if it cannot)."""
+    import hashlib
+    import json
+
+    if not path.exists() or existing(path) == settings:
+        return path
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    return path.with_name(f"{path.stem}--{digest}{path.suffix}")

@@ -353,7 +353,7 @@ class SweepMeasure:
             for v in versions:
                 if v in envs:
                     spec = replace(t.spec, leg_env=envs[v])
-                    p = PlannedRun(index=len(planned) + 1, spec=spec, run_dir=self.study_dir / "runs" / spec.run_id)
+                    p = PlannedRun(index=len(planned) + 1, spec=spec, run_dir=paths.inside(self.study_dir / "runs", *spec.run_id.split("/")))
                     if self.resume:
                         p.reuse = reusable(p, retry_failed=False)
                     planned.append(p)
@@ -519,12 +519,21 @@ def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectR
         conclusion = conclusion.model_copy(update={"notes": [*conclusion.notes, *notes]})
     rec = _record(args, sc, good, bad, model, wl_name, arm, metric, higher, rule, index, between, legs, steps,
                   conclusion, started)
-    path = args.results / f"{name}.json"
-    runs = args.results / name
+    path = paths.unclobbered(paths.inside(args.results, f"{name}.json"), rec.inputs.model_dump(mode="json"),
+                             _inputs_of)
+    runs = paths.inside(args.results, name)
     if runs.exists():
         rec = rec.model_copy(update={"runs_dir": name})
     write_record(rec, path)
     return rec, path
+
+
+def _inputs_of(path: Path) -> dict | None:
+    """The inputs of the bisect record at `path`: a bisect of other inputs is kept beside it."""
+    try:
+        return read_record(path).inputs.model_dump(mode="json")
+    except Exception:  # noqa: BLE001 - unreadable: never overwrite it either
+        return None
 
 
 def _record(args: BisectArgs, sc: Scenario, good: LegSpec, bad: LegSpec, model: str, workload: str, arm: str,

@@ -360,7 +360,7 @@ def default_leg() -> str:
 
 def record_path(args: WindowArgs, leg: str) -> Path:
     sha = hashlib.sha256(args.probe.encode()).hexdigest()[:8]
-    return args.results / f"{args.name or f'{leg}--{canonicalize_name(args.package)}--{sha}'}.json"
+    return paths.inside(args.results, f"{args.name or f'{leg}--{canonicalize_name(args.package)}--{sha}'}.json")
 
 
 def _try_and_show(try_one: Callable[..., ReleaseResult], spec: LegSpec, lock: str, package: str, v: Version,
@@ -428,9 +428,22 @@ def window(args: WindowArgs, *, try_one: Callable[..., ReleaseResult] = try_rele
         leg_compat_id=env.compat_id, leg_resolves_to=current, index=index, declared=declared,
         declared_range=str(spec_set), releases=results, windows=windows(results), flags=flags(results),
         notes=notes)
-    path = record_path(args, spec.name)
+    path = paths.unclobbered(record_path(args, spec.name), _settings(rec), _settings_of)
     write_record(rec, path)
     return rec, path
+
+
+def _settings(rec: WindowRecord) -> dict:
+    """What a window measured: a record of other settings is kept beside it, never replaced."""
+    return {"package": rec.package, "probe_sha256": rec.probe_sha256, "leg_compat_id": rec.leg_compat_id,
+            "index": rec.index, "releases": [r.version for r in rec.releases]}
+
+
+def _settings_of(path: Path) -> dict | None:
+    try:
+        return _settings(read_record(path))
+    except Exception:  # noqa: BLE001 - unreadable: never overwrite it either
+        return None
 
 
 # --- the record -----------------------------------------------------------------------------------

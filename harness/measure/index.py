@@ -1,7 +1,7 @@
 """The package index and uv locks: which releases a project has, and what a lock pins.
 
 Releases come from the index's PEP 691 JSON project page, the same source uv and pip read; the index
-is the one they are configured with. `harness.investigate.window` lists a package's releases around
+is the one they are configured with (the project names none of its own). `harness.investigate.window` lists a package's releases around
 its declared range, `harness.investigate.bisect` the vLLM releases between two legs.
 """
 
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 
@@ -18,16 +20,32 @@ from packaging.version import InvalidVersion, Version
 
 from harness.core.errors import UserError
 
-DEFAULT_INDEX = "https://pypi.org/simple"
 PEP691 = "application/vnd.pypi.simple.v1+json"
+# Where uv and pip are told which index to use, in the order they are asked.
+INDEX_VARS = ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL")
+
+
+def _pip_config() -> str | None:
+    try:
+        out = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    value = out.stdout.strip()
+    return value if out.returncode == 0 and value else None
 
 
 def index_url() -> str:
-    """The index uv and pip would use: their own settings first, PyPI otherwise."""
-    for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL"):
+    """The index uv and pip are configured with: their environment variables, then pip's
+    configuration. The project names no index of its own: with none configured, it says so."""
+    for var in INDEX_VARS:
         if os.environ.get(var):
             return os.environ[var].rstrip("/")
-    return DEFAULT_INDEX
+    configured = _pip_config()
+    if configured:
+        return configured.rstrip("/")
+    raise UserError("no package index configured: set UV_DEFAULT_INDEX (or PIP_INDEX_URL), "
+                    "`pip config set global.index-url URL`, or pass --index-url")
 
 
 def _file_version(filename: str) -> Version | None:
