@@ -92,18 +92,24 @@ def cmd_tiny_model(a: argparse.Namespace) -> int:
 def cmd_legs(a: argparse.Namespace) -> int:
     from harness.measure import leg
 
+    # Every leg is tried: one bad leg file is reported (one line naming the file) and the rest go on.
+    bad = 0
     for name in a.legs or leg.known_legs():
-        spec = leg.load_leg(name)
-        if not spec.buildable:
-            print(f"{name}: described only (not buildable here)")
-            continue
-        env = leg.resolve(spec, offline=a.offline)
-        if a.build:
-            rep = leg.ensure(env)
-            print(f"{name}: {env.root} ({'reused' if rep.reused else 'built'} in {rep.seconds:.1f} s)")
-        else:
-            print(f"{name}: compat id {env.compat_id} -> {env.root}")
-    return 0
+        try:
+            spec = leg.load_leg(name)
+            if not spec.buildable:
+                print(f"{name}: described only (not buildable here)")
+                continue
+            env = leg.resolve(spec, offline=a.offline)
+            if a.build:
+                rep = leg.ensure(env)
+                print(f"{name}: {env.root} ({'reused' if rep.reused else 'built'} in {rep.seconds:.1f} s)")
+            else:
+                print(f"{name}: compat id {env.compat_id} -> {env.root}")
+        except UserError as e:
+            bad += 1
+            print(f"error: {e}", file=sys.stderr)
+    return 2 if bad else 0
 
 
 def cmd_bisect(a: argparse.Namespace) -> int:

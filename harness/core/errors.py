@@ -19,10 +19,12 @@ class InvalidFileError(UserError):
 class LegEnvError(UserError):
     """A leg's venv could not be resolved or built; carries the tool's exit status and log."""
 
-    def __init__(self, leg: str, step: str, exitcode: int, log: str):
+    def __init__(self, leg: str, step: str, exitcode: int, log: str, *, path: Path | str | None = None):
         self.leg, self.step, self.exitcode, self.log = leg, step, exitcode, log
+        self.path = Path(path) if path is not None else None  # the leg's file, named first when known
         last = next((line for line in reversed(log.strip().splitlines()) if line.strip()), "")
-        super().__init__(f"leg {leg}: {step} failed (exit {exitcode}): {last}")
+        where = f"{path}: " if path is not None else ""
+        super().__init__(f"{where}leg {leg}: {step} failed (exit {exitcode}): {last}")
 
 
 class MixedRunsError(UserError):

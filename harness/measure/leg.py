@@ -122,6 +122,9 @@ def leg_path(name: str) -> Path:
 
 
 def load_leg(name: str) -> LegSpec:
+    why = paths.unsafe_name(name)
+    if why:
+        raise UserError(f"{paths.LEGS}: leg {why}")
     path = leg_path(name)
     if not path.exists():
         known = ", ".join(sorted(p.stem for p in paths.LEGS.glob("*.yaml")))
@@ -234,7 +237,7 @@ def _resolve_prebuilt(leg: LegSpec, pins: tuple[str, ...]) -> LegEnv:
     probe = LegEnv(leg=leg, pins=(), lock="", compat_id="", root=Path("/"))
     proc = subprocess.run([str(probe.python), "-c", _FREEZE], capture_output=True, text=True, env=probe.environ())
     if proc.returncode:
-        raise LegEnvError(leg.name, "inspect prebuilt python", proc.returncode, proc.stderr)
+        raise LegEnvError(leg.name, "inspect prebuilt python", proc.returncode, proc.stderr, path=leg_path(leg.name))
     lock = proc.stdout
     want = f"{leg.vllm_dist}=={leg.vllm_version}"
     if want not in lock.splitlines():
@@ -261,7 +264,7 @@ def resolve(leg: LegSpec, pins: tuple[str, ...] = (), *, offline: bool = False) 
         cmd.append("--offline")
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
-        raise LegEnvError(leg.name, "resolve", proc.returncode, proc.stderr)
+        raise LegEnvError(leg.name, "resolve", proc.returncode, proc.stderr, path=leg_path(leg.name))
     lock = _strip_lock(out.read_text())
     added = additions(leg)
     cid = compat_id(leg.python, lock, added)
@@ -303,7 +306,7 @@ def ensure(env: LegEnv) -> BuildReport:
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode:
             shutil.rmtree(env.root, ignore_errors=True)
-            raise LegEnvError(env.leg.name, step, proc.returncode, proc.stderr)
+            raise LegEnvError(env.leg.name, step, proc.returncode, proc.stderr, path=leg_path(env.leg.name))
     try:
         added = _apply_additions(env, uv)
     except LegEnvError:
@@ -332,18 +335,19 @@ def _apply_additions(env: LegEnv, uv: str) -> dict:
                *_sources(leg), *leg.extra]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode:
-            raise LegEnvError(leg.name, "install extra", proc.returncode, proc.stderr)
+            raise LegEnvError(leg.name, "install extra", proc.returncode, proc.stderr, path=leg_path(leg.name))
     probe = ("import importlib.metadata as md, json, sys, sysconfig\n"
              "print(json.dumps([sysconfig.get_paths()['purelib'],"
              " {n: md.version(n) for n in sys.argv[1:]}]))")
     names = [_project(r) for r in leg.extra]
     proc = subprocess.run([str(env.python), "-c", probe, *names], capture_output=True, text=True)
     if proc.returncode:
-        raise LegEnvError(leg.name, "inspect extras", proc.returncode, proc.stderr)
+        raise LegEnvError(leg.name, "inspect extras", proc.returncode, proc.stderr, path=leg_path(leg.name))
     site, installed = json.loads(proc.stdout)
     exe = shutil.which("patch")
     if leg.patches and not exe:
-        raise LegEnvError(leg.name, "patch", 127, "the `patch` program is not installed (apt-get install patch)")
+        raise LegEnvError(leg.name, "patch", 127, "the `patch` program is not installed (apt-get install patch)",
+                          path=leg_path(leg.name))
     applied = []
     for name in leg.patches:
         path = PATCHES / name
@@ -351,7 +355,8 @@ def _apply_additions(env: LegEnv, uv: str) -> dict:
             proc = subprocess.run([exe, "-p1", "--forward", "--batch", "-d", site, "-i", str(path),
                                    *(["--dry-run"] if dry else [])], capture_output=True, text=True)
             if proc.returncode:
-                raise LegEnvError(leg.name, f"patch {name}", proc.returncode, proc.stdout + proc.stderr)
+                raise LegEnvError(leg.name, f"patch {name}", proc.returncode, proc.stdout + proc.stderr,
+                                  path=leg_path(leg.name))
         targets = [ln[4:].split("\t")[0].removeprefix("b/") for ln in path.read_text().splitlines()
                    if ln.startswith("+++ ")]
         applied.append({"file": name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
@@ -374,7 +379,7 @@ def plugins(env: LegEnv) -> list[dict]:
     proc = subprocess.run([str(env.python), "-c", _PLUGIN_PROBE, ",".join(PLUGIN_GROUPS)],
                           capture_output=True, text=True, env=env.environ())
     if proc.returncode:
-        raise LegEnvError(env.leg.name, "plugin probe", proc.returncode, proc.stderr)
+        raise LegEnvError(env.leg.name, "plugin probe", proc.returncode, proc.stderr, path=leg_path(env.leg.name))
     return json.loads(proc.stdout)
 
 
