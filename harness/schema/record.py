@@ -58,6 +58,8 @@ class Metrics(_Frozen):
     # median over iterations; the per-iteration values are in `samples_ms_per_token`.
     ms_per_token: float | None = _Num
     samples_ms_per_token: list[float] = Field(default_factory=list, strict=True)
+    # Throughput workloads that repeat their timed pass: each pass's total tok/s (the metric is their median).
+    samples_tok_s: list[float] = Field(default_factory=list, strict=True)
 
     def impossible(self) -> str | None:
         """Why these metrics cannot be a measurement (None if they can): every rate and time is
@@ -65,6 +67,7 @@ class Metrics(_Frozen):
         values = [(k, getattr(self, k)) for k in ("throughput_tok_s", "total_tok_s", "output_tok_s",
                                                    "requests_per_s", "ms_per_token")]
         values += [(f"samples_ms_per_token[{i}]", v) for i, v in enumerate(self.samples_ms_per_token)]
+        values += [(f"samples_tok_s[{i}]", v) for i, v in enumerate(self.samples_tok_s)]
         for key, v in values:
             if v is None:
                 continue
