@@ -121,9 +121,9 @@ def test_image_prompt_from_the_chat_template(qwen):
     ctx2 = _ctx(qwen)
     again = image.build(3, 0, _work("image", width=56, height=56), ctx2)
     d1, d2 = image.describe(prompts, ctx), image.describe(again, ctx2)
-    assert d1["prompts_sha256"] == d2["prompts_sha256"] and d1["num_images"] == 3
-    assert d1["mm_processor_cache_gb"] == 0
-    assert d1["prompt_format"] == ["chat template from chat_template.json"]
+    assert d1["prompts_sha256"] == d2["prompts_sha256"] and d1["inputs"]["num_images"] == 3
+    assert d1["inputs"]["mm_processor_cache_gb"] == 0
+    assert d1["inputs"]["prompt_format"] == ["chat template from chat_template.json"]
 
 
 def test_video_prompt_uses_the_video_placeholder(qwen):
@@ -132,7 +132,7 @@ def test_video_prompt_uses_the_video_placeholder(qwen):
     prompts = video.build(2, 0, _work("video", num_frames=4, width=56, height=56), ctx)
     vid = json.loads((qwen / "config.json").read_text())["video_token_id"]
     assert all(p["prompt_token_ids"].count(vid) == 1 for p in prompts)
-    assert video.describe(prompts, ctx)["num_frames"] == 8
+    assert video.describe(prompts, ctx)["inputs"]["num_frames"] == 8
 
 
 def test_audio_prompt_for_an_encoder_decoder_model(whisper):
@@ -146,7 +146,7 @@ def test_audio_prompt_for_an_encoder_decoder_model(whisper):
     x, rate = prompts[0]["encoder_prompt"]["multi_modal_data"]["audio"]
     assert (len(x), rate) == (8000, 16000)  # synthetic clips honour max_audio_s too
     d = audio.describe(prompts, ctx)
-    assert d["num_clips"] == 2 and d["audio_seconds"] == 1.0
+    assert d["inputs"]["num_clips"] == 2 and d["inputs"]["audio_seconds"] == 1.0
 
 
 class _Out:
@@ -162,12 +162,12 @@ def test_engine_counts_placeholders_and_encoder_positions(qwen, whisper):
     # What vLLM hands back: the placeholder expanded to the image's token count.
     expanded = [t for i in prompts[0]["prompt_token_ids"] for t in ([i] * 64 if i == pid else [i])]
     d = image.describe(prompts, ctx | {"outputs": [_Out(expanded)]})
-    assert d["placeholder_tokens"] == 64 and d["prompt_tokens"] == len(expanded)
+    assert d["inputs"]["placeholder_tokens"] == 64 and d["prompt_tokens"] == len(expanded)
     audio = workloads.modality("audio")
     ctx = _ctx(whisper)
     prompts = audio.build(1, 0, _work("audio", input_len=4, duration_s=1.0), ctx)
     d = audio.describe(prompts, ctx | {"outputs": [_Out([1, 2, 3, 4], [0] * 1500)]})
-    assert (d["placeholder_tokens"], d["prompt_tokens"]) == (1500, 1504)
+    assert (d["inputs"]["placeholder_tokens"], d["prompt_tokens"]) == (1500, 1504)
 
 
 # --- refusals ---------------------------------------------------------------------------------------
@@ -258,10 +258,10 @@ def test_tiny_image_and_audio_workloads_on_a_real_engine(tmp_path, monkeypatch, 
     assert img.status == "ok", img.failure
     assert aud.status == "ok", aud.failure
     # 112x112 is 8x8 patches, merged 2x2: 16 placeholder tokens per image, counted from the engine.
-    assert img.work["placeholder_tokens"] == 4 * 16 and img.work["num_images"] == 4
-    assert img.work["prompt_tokens"] > img.work["text_prompt_tokens"]
+    assert img.work.inputs["placeholder_tokens"] == 4 * 16 and img.work.inputs["num_images"] == 4
+    assert img.work.prompt_tokens > img.work.inputs["text_prompt_tokens"]
     assert img.metrics["total_tok_s"] > img.metrics["output_tok_s"] > 0
-    assert img.work["mm_processor_cache_gb"] == 0
-    assert aud.work["num_clips"] == 4 and aud.work["placeholder_tokens"] == 4 * 1500
+    assert img.work.inputs["mm_processor_cache_gb"] == 0
+    assert aud.work.inputs["num_clips"] == 4 and aud.work.inputs["placeholder_tokens"] == 4 * 1500
     assert aud.metrics["ms_per_token"] > 0
     assert img.manifest["leg_patches"] and img.manifest["packages"]["torchvision"]

@@ -427,4 +427,6 @@ def describe(modality: str, prompts: list[dict[str, Any]], ctx: dict[str, Any], 
         out["prompt_tokens"] = counts["decoder_prompt_tokens"] + counts["encoder_prompt_tokens"]
     else:
         out["prompt_tokens"] = out["text_prompt_tokens"]
-    return out
+    # The record's work keeps the counts every modality has at its top level, the rest under `inputs`.
+    top = ("prompt_tokens", "prompts_sha256")
+    return {k: out[k] for k in top} | {"inputs": {k: v for k, v in out.items() if k not in top}}
