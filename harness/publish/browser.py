@@ -116,14 +116,18 @@ class Chromium:
         self._profile = tempfile.mkdtemp(prefix="harness-chromium-")
         to_browser_r, self._to_browser = os.pipe()
         self._from_browser, from_browser_w = os.pipe()
+        # The child's ends go above 9 first: `3<&r 4>&w` would clobber w if it were fd 3 itself.
+        to_browser_r, from_browser_w = (self._high(fd) for fd in (to_browser_r, from_browser_w))
+        self._log = open(Path(self._profile) / "chromium.log", "w+b")
         args = ["--headless", "--remote-debugging-pipe", "--no-first-run", "--no-default-browser-check",
                 "--disable-gpu", "--no-sandbox", "--disable-extensions", "--mute-audio",
                 "--hide-scrollbars", f"--user-data-dir={self._profile}", "about:blank"]
-        # The protocol wants its pipe on fds 3 (commands in) and 4 (replies out); sh puts them there.
+        # The protocol wants its pipe on fds 3 (commands in) and 4 (replies out); bash puts them there
+        # (dash, Debian's sh, takes no fd above 9).
         self._proc = subprocess.Popen(
-            ["sh", "-c", f'exec "$0" "$@" 3<&{to_browser_r} 4>&{from_browser_w}', exe, *args],
+            ["bash", "-c", f'exec "$0" "$@" 3<&{to_browser_r} 4>&{from_browser_w}', exe, *args],
             pass_fds=(to_browser_r, from_browser_w), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            stdout=self._log, stderr=self._log, start_new_session=True)
         os.close(to_browser_r)
         os.close(from_browser_w)
         self._buf = b""
@@ -131,6 +135,19 @@ class Chromium:
         self.events: list[dict[str, Any]] = []
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+
+    @staticmethod
+    def _high(fd: int) -> int:
+        import fcntl
+
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
+        os.close(fd)
+        return high
+
+    def _log_tail(self) -> str:
+        self._log.seek(0)
+        lines = [ln for ln in self._log.read().decode(errors="replace").splitlines() if ln.strip()]
+        return f" (its last output: {lines[-1]})" if lines else ""
 
     def _read_message(self, deadline: float) -> dict[str, Any]:
         import select
@@ -141,7 +158,7 @@ class Chromium:
                 raise TimeoutError("chromium: no answer from the DevTools pipe")
             chunk = os.read(self._from_browser, 1 << 20)
             if not chunk:
-                raise RuntimeError("chromium: the DevTools pipe closed (the browser exited)")
+                raise RuntimeError("chromium: the DevTools pipe closed (the browser exited)" + self._log_tail())
             self._buf += chunk
         msg, self._buf = self._buf.split(b"\0", 1)
         return json.loads(msg)
@@ -183,6 +200,7 @@ class Chromium:
         finally:
             os.close(self._to_browser)
             os.close(self._from_browser)
+            self._log.close()
             shutil.rmtree(self._profile, ignore_errors=True)
 
     def __enter__(self) -> Chromium:
