@@ -32,6 +32,7 @@ from harness.core.errors import UserError
 from harness.core.yamlio import read_yaml
 from harness.measure.leg import LegEnv
 from harness.schema.record import RunRecord
+from harness.measure.lock import waiting_node_lock
 from harness.measure.executors import EXECUTORS, Executor, PlannedRun, console, executor_named  # noqa: F401
 from harness.measure.run import RunSpec, kill_orphans
 from harness.measure.scenario import Scenario, load_scenario, scenario_path
@@ -60,6 +61,7 @@ class SweepArgs:
     ray_address: str | None = None
     engine: str | None = None          # per-run | per-group; default: the scenario's
     order: str | None = None           # alternate | fixed | shuffle; default: the scenario's
+    wait_lock_s: float = 0.0           # while another sweep measures on this node: wait this long, not fail
     diagnose: bool = True              # re-run a failed run whose log names no cause, with DEBUG logging
 
     @classmethod
@@ -83,6 +85,8 @@ class SweepArgs:
         p.add_argument("--engine", choices=["per-run", "per-group"],
                        help="one engine per run, or one per (repeat, leg, model, arm) for its workloads "
                             "(default: the scenario's engine)")
+        p.add_argument("--wait-lock", dest="wait_lock_s", type=float, default=0.0, metavar="S",
+                       help="if another sweep holds this node's lock, wait up to S seconds for it")
         p.add_argument("--order", choices=["alternate", "fixed", "shuffle"],
                        help="leg order within each repeat (default: the scenario's order)")
         p.add_argument("--no-diagnose", dest="diagnose", action="store_false",
@@ -99,7 +103,8 @@ class SweepArgs:
                    repeats=a.repeats, resume=a.resume, retry_failed=a.retry_failed,
                    allow_dirty=a.allow_dirty, timeout_s=a.timeout_s, devices=a.devices,
                    dry_run=a.dry_run, offline=a.offline, executor=a.executor, ray_address=a.ray_address,
-                   engine=a.engine, order=a.order, diagnose=getattr(a, "diagnose", True))
+                   engine=a.engine, order=a.order, diagnose=getattr(a, "diagnose", True),
+                   wait_lock_s=getattr(a, "wait_lock_s", 0.0))
 
 
 @dataclass(kw_only=True)
@@ -262,7 +267,13 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
     # Sortable by name in the order invocations started (milliseconds), unique by the suffix.
     invocation_id = datetime.now().strftime("%Y%m%dT%H%M%S%f")[:-3] + "-" + uuid.uuid4().hex[:6]
     executor = executor or executor_named(args.executor, address=args.ray_address, diagnose=args.diagnose)
-    with guard.node_lock() if args.executor == "local" else _null():
+    if args.executor != "local":
+        held = _null()
+    elif args.wait_lock_s > 0:
+        held = waiting_node_lock(args.wait_lock_s, poll_s=10.0, say=console.print)
+    else:
+        held = guard.node_lock()
+    with held:
         if args.executor == "local":
             left = kill_orphans()
             if left:
