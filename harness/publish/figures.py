@@ -21,16 +21,27 @@ TRANSCRIBED_NOTE = "Transcribed from the published study, not measured by this h
 PASS, FAIL = "#4c9a5b", "#c44e52"
 
 
-def _footer(fig: Figure, provenance: pd.Series | None, note: str | None = None) -> None:
+def _footer_text(fig: Figure, provenance: pd.Series | None, note: str | None = None) -> str | None:
     texts = []
     if provenance is not None and provenance.astype(str).str.contains("transcribed").any():
         texts.append(TRANSCRIBED_NOTE)
     if note:
         texts.append(note)
-    if texts:
-        width = max(40, int(fig.get_figwidth() * 15))
-        fig.text(0.01, 0.005, textwrap.fill("  ".join(texts), width), fontsize=7, color="#555555", ha="left",
-                 va="bottom")
+    if not texts:
+        return None
+    return textwrap.fill("  ".join(texts), max(40, int(fig.get_figwidth() * 13)))
+
+
+def _finish(fig: Figure, provenance: pd.Series | None, note: str | None = None) -> None:
+    """Lay the figure out with room for its footer below the axes' labels (so they never overlap),
+    then write the footer there."""
+    text = _footer_text(fig, provenance, note)
+    lines = text.count("\n") + 1 if text else 0
+    # 8 pt lines and a margin, as a fraction of the figure's height.
+    bottom = min(0.4, (lines * 0.15 + (0.08 if lines else 0.02)) / fig.get_figheight())
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    if text:
+        fig.text(0.01, 0.01, text, fontsize=8, color="#555555", ha="left", va="bottom")
 
 
 def _empty(title: str, message: str) -> Figure:
@@ -43,11 +54,14 @@ def _empty(title: str, message: str) -> Figure:
 
 
 def ratio_dots(ratios: pd.DataFrame, *, title: str = "Ratio between legs, per model and workload") -> Figure:
-    """Dot plot of ratios with their 95% intervals, one row per (model, workload), one panel per kind.
+    """Dot plot of ratios with their intervals, one row per (model, workload), one panel per kind.
 
-    `ratios`: `harness.investigate.diagnostics.ratio_frame` columns — model, workload, kind, pair, ratio, low, high,
-    verdict, provenance. Filled dots have an interval (repeats on both sides); hollow dots are single
-    passes. The dashed line is 1.0x (no change); right of it the newer leg is faster.
+    `ratios`: `harness.investigate.dispersion.ratio_frame` columns — model, workload, kind, pair, ratio, low, high,
+    verdict, provenance; optionally `r_low` / `r_high`, the interval the rounding of transcribed figures
+    allows. Filled dots with bars: a 95% bootstrap interval (repeats on both sides). Hollow dots: single
+    passes. A grey bar is the rounding interval; a row whose rounding interval contains 1.0x is drawn
+    grey at its value, as "within rounding", so a rounding artifact never reads as a change. The dashed
+    line is 1.0x (no change); right of it the newer leg is faster. The legend names only what is drawn.
     """
     df = ratios.dropna(subset=["ratio"])
     if df.empty:
@@ -55,11 +69,12 @@ def ratio_dots(ratios: pd.DataFrame, *, title: str = "Ratio between legs, per mo
     several = "series" in df.columns and df["series"].nunique() > 1
     df = df.assign(row=[f"{m} · {w}" + (f" ({s})" if several else "")
                         for m, w, s in zip(df["model"], df["workload"], df.get("series", df["model"]))])
+    rounded = "r_low" in df.columns and df["r_low"].notna().any()
     kinds = sorted(dict.fromkeys(df["kind"]), key=lambda k: (k != "throughput", k))
     pairs = list(dict.fromkeys(df["pair"]))
     colours = dict(zip(pairs, sns.color_palette("deep", len(pairs))))
     heights = [df[df["kind"] == k]["row"].nunique() for k in kinds]
-    fig = Figure(figsize=(8, 1.2 + 0.28 * sum(heights) + 0.5 * len(kinds)))
+    fig = Figure(figsize=(7, 1.4 + 0.3 * sum(heights) + 0.6 * len(kinds)))
     axes = fig.subplots(len(kinds), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
     offsets = {p: (i - (len(pairs) - 1) / 2) * 0.22 for i, p in enumerate(pairs)}
     for ax, kind in zip(axes, kinds):
@@ -72,25 +87,37 @@ def ratio_dots(ratios: pd.DataFrame, *, title: str = "Ratio between legs, per mo
                 continue
             y = np.array([y_of[r] for r in g["row"]]) + offsets[p]
             has_ci = g["low"].notna().to_numpy()
+            noise = np.zeros(len(g), dtype=bool)
+            if rounded:
+                rl, rh = g["r_low"].to_numpy(dtype=float), g["r_high"].to_numpy(dtype=float)
+                has_r = ~np.isnan(rl)
+                noise = has_r & (rl <= 1.0) & (rh >= 1.0) & ~has_ci
+                if has_r.any():
+                    ax.hlines(y[has_r], rl[has_r], rh[has_r], color="#999999", lw=3, alpha=0.6,
+                              label="rounding interval")
             if has_ci.any():
                 ax.errorbar(g["ratio"][has_ci], y[has_ci],
                             xerr=[g["ratio"][has_ci] - g["low"][has_ci], g["high"][has_ci] - g["ratio"][has_ci]],
                             fmt="o", color=colours[p], ms=5, capsize=3, label=f"{p} (95% CI)")
-            if (~has_ci).any():
-                ax.plot(g["ratio"][~has_ci], y[~has_ci], "o", mfc="white", mec=colours[p], ms=5,
+            single = ~has_ci & ~noise
+            if single.any():
+                ax.plot(g["ratio"][single], y[single], "o", mfc="white", mec=colours[p], ms=5,
                         label=f"{p} (single pass)")
+            if noise.any():
+                ax.plot(g["ratio"][noise], y[noise], "o", mfc="#dddddd", mec="#888888", ms=5,
+                        label="within rounding of 1.0x")
         ax.axvline(1.0, color="#777777", ls="--", lw=1)
         ax.set_yticks(range(len(rows)), [r for r in reversed(rows)], fontsize=8)
         ax.set_ylim(-0.7, len(rows) - 0.3)
         higher = "newer leg faster" if kind == "throughput" else "newer leg faster (old/new ms per token)"
-        ax.set_xlabel(f"ratio ({kind}; > 1.0x: {higher})")
+        ax.set_xlabel(f"ratio ({kind}; > 1.0x: {higher})", fontsize=9)
+        ax.tick_params(axis="x", labelsize=8)
         ax.grid(axis="x", alpha=0.3)
         handles, labels = ax.get_legend_handles_labels()
         uniq = dict(zip(labels, handles))
-        ax.legend(uniq.values(), uniq.keys(), fontsize=7, loc="best")
-    axes[0].set_title(title)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    _footer(fig, df["provenance"])
+        ax.legend(uniq.values(), uniq.keys(), fontsize=8, loc="best")
+    axes[0].set_title(title, fontsize=10)
+    _finish(fig, df["provenance"])
     return fig
 
 
@@ -111,15 +138,21 @@ def dispersion_strip(samples: pd.DataFrame, *, title: str = "Repeat dispersion p
     ax = fig.add_subplot()
     sns.boxplot(data=df, x="pct", y="model", hue="leg_label", order=models, ax=ax, fliersize=0, linewidth=0.8,
                 boxprops={"alpha": 0.35})
-    sns.stripplot(data=df, x="pct", y="model", hue="leg_label", order=models, ax=ax, dodge=True, size=4,
-                  jitter=0.15, legend=False)
+    # seaborn draws the jitter from numpy's global generator: seeded here, so the same data gives the
+    # same picture (and a regenerated report the same bytes).
+    state = np.random.get_state()
+    np.random.seed(0)
+    try:
+        sns.stripplot(data=df, x="pct", y="model", hue="leg_label", order=models, ax=ax, dodge=True, size=4,
+                      jitter=0.15, legend=False)
+    finally:
+        np.random.set_state(state)
     ax.axvline(0, color="#777777", lw=0.8)
     ax.set_xlabel("deviation of each repeat from its cell's median (%)")
     ax.set_ylabel("")
     ax.set_title(title)
     ax.legend(title="leg", fontsize=8, title_fontsize=8, loc="best")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    _footer(fig, df["provenance"], note=f"{df.groupby(['series', 'model', 'workload', 'leg_label']).ngroups} "
+    _finish(fig, df["provenance"], note=f"{df.groupby(['series', 'model', 'workload', 'leg_label']).ngroups} "
                                         "cells with repeats; every workload of a model shares its row.")
     return fig
 
@@ -128,22 +161,23 @@ def coverage_heatmap(coverage: pd.DataFrame, *, title: str = "Coverage: model x 
                      provenance: pd.Series | None = None) -> Figure:
     """model x leg grid coloured by outcome. `coverage`: `harness.investigate.diagnostics.coverage_frame` (index:
     model, columns: leg labels, values: ok / partial / excluded / failed / not run)."""
-    states = ["ok", "partial", "excluded", "failed", "not run"]
-    palette = [PASS, "#dd8452", "#8172b3", FAIL, "#dddddd"]
+    states = ["ok", "ok (pinned)", "partial", "excluded", "failed", "not run"]
+    palette = [PASS, "#a6d49f", "#dd8452", "#8172b3", FAIL, "#dddddd"]
     if coverage.empty:
         return _empty(title, "No runs.")
     codes = coverage.apply(lambda col: col.map({s: i for i, s in enumerate(states)})).astype(float)
-    fig = Figure(figsize=(1.8 + 1.1 * coverage.shape[1], 1.2 + 0.38 * coverage.shape[0]))
+    fig = Figure(figsize=(max(4.5, 2.6 + 1.2 * coverage.shape[1]), 1.4 + 0.38 * coverage.shape[0]))
     ax = fig.add_subplot()
+    # Wrapped to the figure's width, so a long title is never clipped at the edge.
+    title = textwrap.fill(title, max(24, int(fig.get_figwidth() * 9)))
     cmap = ListedColormap(palette)
     sns.heatmap(codes, ax=ax, cmap=cmap, norm=BoundaryNorm(np.arange(-0.5, len(states)), cmap.N), cbar=False,
                 annot=coverage.to_numpy(), fmt="", annot_kws={"fontsize": 8}, linewidths=0.5, linecolor="white")
     ax.set_xlabel("leg")
     ax.set_ylabel("")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.tick_params(axis="y", labelsize=8)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    _footer(fig, provenance)
+    _finish(fig, provenance)
     return fig
 
 
@@ -176,8 +210,8 @@ def repeat_strip(samples: pd.DataFrame, *, title: str = "Repeats per leg") -> Fi
         ax.set_title(w, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle(title)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
-    _footer(fig, samples["provenance"], note="dots: repeats; bar: median")
+    several = samples.groupby(["workload", "leg_label"]).size().max() > 1
+    _finish(fig, samples["provenance"], note="dots: repeats; bar: median" if several else "one pass per leg: dot and bar coincide")
     return fig
 
 
@@ -209,13 +243,12 @@ def ratio_vs_decode(table: pd.DataFrame, *, pair: str = "new/old",
     ax.set_ylabel(f"ratio {pair} (> 1.0x: newer leg faster)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
     notes = []
     if (have["decode_share_source"] != "measured tokens").any():
         notes.append("* share from declared lengths, not measured tokens")
     if missing:
         notes.append(f"not recorded: {', '.join(missing)}")
-    _footer(fig, have["provenance"], note="; ".join(notes) or None)
+    _finish(fig, have["provenance"], note="; ".join(notes) or None)
     return fig
 
 
@@ -250,8 +283,9 @@ def arm_bars(arms: pd.DataFrame, *, unit: str = "tok/s", title: str = "Throughpu
     ax.set_xlim(0, top * 1.3)
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
-    _footer(fig, arms["provenance"], note="bar: median; dots: repeats; text: prepare/finalize mode where logged")
+    dots = any(len(x) > 1 for x in arms["samples"])
+    _finish(fig, arms["provenance"], note="bar: median" + ("; dots: repeats" if dots else " (one pass per arm)")
+            + "; text: prepare/finalize mode where logged")
     return fig
 
 
@@ -273,8 +307,7 @@ def falsification_heatmap(passed: pd.DataFrame, outcomes: pd.DataFrame, *, title
     ax.set_xlabel("model")
     ax.set_ylabel("")
     ax.set_title(title)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    _footer(fig, pd.Series(list(provenance)), note="green: passed; red: failed; grey: not run")
+    _finish(fig, pd.Series(list(provenance)), note="green: passed; red: failed; grey: not run")
     return fig
 
 
