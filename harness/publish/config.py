@@ -6,7 +6,8 @@ which study-specific claim kinds it checks (`claims`), how its model names map t
 the block gets the generic claims only, no model classes and no notebook list.
 
 Format history (the block rides in study.yaml, whose own version carries it):
-  1 - strict_claims, claims, model_classes {rules, plain, overrides}, notebooks.
+  1 - strict_claims, claims, model_classes {rules, plain, overrides}, notebooks; citation {date, source,
+      publisher} added later, optional (a block without it reads as before).
 Migration: a later version of the block is upgraded by study.yaml's migration steps.
 """
 
@@ -55,6 +56,16 @@ class ModelClasses(BaseModel):
         return next((r.name for r in self.rules if re.search(r.pattern, model)), "other")
 
 
+class CitationConfig(BaseModel):
+    """What the records cannot say for the citation block: the source's date, name and publisher."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    date: str | None = None
+    source: str | None = None
+    publisher: str | None = None
+
+
 class ReportConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -65,6 +76,8 @@ class ReportConfig(BaseModel):
     model_classes: ModelClasses | None = None
     # Notebook file names under notebooks/ that the page's diagnostics section points to.
     notebooks: tuple[str, ...] = ()
+    # The citation block's date, source and publisher where the records do not hold them.
+    citation: CitationConfig | None = None
 
 
 def report_config(raw: Any, path: Path) -> ReportConfig:

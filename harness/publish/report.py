@@ -7,7 +7,9 @@ and print markdown (`output: asis`) or show a figure. What they are made of:
 - `harness.publish.study`: the `Study` the cells share (`load_study`), and `harness.publish.config`,
   the study.yaml `report:` block (strict claims, study-specific claim kinds, model classes, notebooks);
 - `harness.publish.claims`: the claims engine and its registry of claim kinds (`findings`);
-- `harness.publish.sections`: one module per part of the page, each computing data, then formatting it;
+- `harness.publish.sections`: one module per part of the page, each computing data, then formatting it
+  (`answer` first: the verdict table); `harness.publish.notes`: the study's authored notes, every number
+  in them computed at render time or marked as quoted;
 - `harness.publish.figure_cells`: the figures as cell outputs; `harness.publish.card`: the dataset card;
 - `harness.publish.render`: `render(study_dir)` runs `quarto render` with the study as a parameter
   where the `quarto` command exists, and otherwise executes index.qmd's cells through a Jupyter
@@ -17,24 +19,51 @@ and print markdown (`output: asis`) or show a figure. What they are made of:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
+
 from harness.publish.card import card_body, card_header, card_text
 from harness.publish.claims import Claim, ClaimParams, Step, findings, steps
 from harness.publish.figure_cells import (
-    Note, Png, coverage_figure, dispersion_figure, ratio_figure, series_figures, show, show_all,
+    Note, Png, coverage_figure, dispersion_figure, ratio_caption_md, ratio_figure, series_figures, show, show_all,
 )
+from harness.publish.mdtable import align_tables
+from harness.publish.notes import notes_md
 from harness.publish.render import QMD, RenderError, RenderResult, render
-from harness.publish.sections.data import coverage_md, failures_md, latency_md, throughput_md
-from harness.publish.sections.diagnostics import crosscheck_section_md, diagnostics_intro_md, side_records_md
-from harness.publish.sections.headline import claims_md, headline_md
-from harness.publish.sections.limitations import limitations_md, sources_md
-from harness.publish.sections.overview import about_md, intro_md, title_md
-from harness.publish.sections.supporting import stack_md, supporting_md
+from harness.publish.sections import answer as _answer
+from harness.publish.sections import data as _data
+from harness.publish.sections import diagnostics as _diag
+from harness.publish.sections import headline as _headline
+from harness.publish.sections import limitations as _limits
+from harness.publish.sections import navigate as _nav
+from harness.publish.sections import overview as _overview
+from harness.publish.sections import supporting as _supporting
 from harness.publish.strict import ClaimFailed
 from harness.publish.study import Study, load_study, series_canons
 
+
+def _aligned(f: Callable[[Study], str]) -> Callable[[Study], str]:
+    """A section's markdown with the numeric columns of its tables right-aligned."""
+    @wraps(f)
+    def g(st: Study) -> str:
+        return align_tables(f(st))
+    return g
+
+
+answer_md = _aligned(_answer.answer_md)
+title_md, intro_md, about_md = _overview.title_md, _aligned(_overview.intro_md), _aligned(_overview.about_md)
+coverage_md, failures_md = _aligned(_data.coverage_md), _aligned(_data.failures_md)
+throughput_md, latency_md = _aligned(_data.throughput_md), _aligned(_data.latency_md)
+crosscheck_section_md = _aligned(_diag.crosscheck_section_md)
+diagnostics_intro_md, side_records_md = _diag.diagnostics_intro_md, _aligned(_diag.side_records_md)
+claims_md, headline_md = _aligned(_headline.claims_md), _headline.headline_md
+limitations_md, sources_md = _limits.limitations_md, _limits.sources_md
+stack_md, supporting_md = _aligned(_supporting.stack_md), _aligned(_supporting.supporting_md)
+links_md, citation_md = _nav.links_md, _nav.citation_md
+
 __all__ = [
     "QMD", "Claim", "ClaimFailed", "ClaimParams", "Note", "Png", "RenderError", "RenderResult", "Step", "Study",
-    "about_md", "card_body", "card_header", "card_text", "claims_md", "coverage_figure", "coverage_md",
+    "about_md", "answer_md", "citation_md", "links_md", "notes_md", "ratio_caption_md", "card_body", "card_header", "card_text", "claims_md", "coverage_figure", "coverage_md",
     "crosscheck_section_md", "diagnostics_intro_md", "dispersion_figure", "failures_md", "findings", "headline_md",
     "intro_md", "latency_md", "limitations_md", "load_study", "ratio_figure", "render", "series_canons",
     "series_figures", "show", "show_all", "side_records_md", "sources_md", "stack_md", "steps", "supporting_md",

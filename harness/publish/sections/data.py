@@ -36,6 +36,12 @@ def coverage(st: Study) -> Coverage:
         lines.append(f"{len(full)} of {w.n(len(ms), 'model')} {w.v(len(full), 'supports', 'support')} a "
                      f"{way}-way comparison.")
     att = attributions_by_model(canon.dataset, series=canon.series)
+    pinned_by = {label: [m for m in att.loc[(att["leg"] == leg) & (att["status"] == "passes only pinned"), "model"]]
+                 for leg, label in legs}
+    if any(pinned_by.values()):
+        # "Passing" counts a model that passes only under a pin; say which, beside the count.
+        disp.insert(2, "of which only under a pin",
+                    [", ".join(f"`{m}`" for m in pinned_by.get(lb, [])) or "—" for lb in disp["leg"]])
     for leg, label in legs:
         a = att[att["leg"] == leg]
         missing = a[a["status"] == "missing"]
@@ -60,12 +66,68 @@ def coverage_md(st: Study) -> str:
     return "\n".join(lines) + "\n"
 
 
+def kind_table(st: Study, kind: str) -> tables.Table:
+    """The kind's table as the report shows it. Transcribed figures: each single-pass ratio carries the
+    interval the printed rounding allows, and the ratio the source printed sits beside it (⚠ where it
+    lies outside that interval). One leg: no ratio, so no word on how ratios read."""
+    from harness.analyze import rounding
+
+    t = tables.kind_table(st.canon, kind)
+    legs = _legs(st.canon)
+    metric = rounding.metric_of(kind)
+    notes = [n for n in t.notes if not (len(legs) < 2 and n == metric.ratio_note())]
+    if not st.transcribed or len(legs) < 2 or not len(t.data):
+        return tables.Table(name=t.name, title=t.title, data=t.data, display=t.display, notes=tuple(notes))
+    labels = [lb for _, lb in legs]
+    printed = rounding.printed_ratios(st.root, kind, labels)
+    short = tables.short_labels(labels)
+    disp, data = t.display.copy(), t.data.copy()
+    differ, beyond = 0, []
+    for (_, a), (_, b) in zip(legs, legs[1:]):
+        lab = metric.ratio_label(short[a], short[b])
+        shown, pcol, lows, highs = [], [], [], []
+        for i, r in enumerate(data.to_dict("records")):
+            old, new = r.get(a), r.get(b)
+            if old is None or new is None or pd.isna(old) or pd.isna(new) or r.get(f"{lab} low") is not None \
+                    and not pd.isna(r.get(f"{lab} low")):
+                shown.append(disp[lab].iat[i])
+                pcol.append("—")
+                lows.append(None)
+                highs.append(None)
+                continue
+            lo, hi = rounding.ratio_bounds(float(old), float(new), metric)
+            lows.append(lo)
+            highs.append(hi)
+            shown.append(f"{disp[lab].iat[i]} [{lo:.2f}, {hi:.2f}]")
+            pv = printed.get((r["model"], r["workload"], a, b))
+            if pv is None:
+                pcol.append("—")
+                continue
+            p = rounding.Printed(value=pv, low=lo, high=hi)
+            differ += f"{pv:.2f}x" != disp[lab].iat[i]
+            if p.disagrees:
+                beyond.append(f"{tables.ticked(r['model'])} {r['workload']} {lab}")
+            pcol.append(f"{pv:.2f}x" + (" ⚠" if p.disagrees else ""))
+        disp[lab] = shown
+        data[f"{lab} rounding low"], data[f"{lab} rounding high"] = lows, highs
+        if printed:
+            disp.insert(disp.columns.get_loc(lab) + 1, f"{lab} printed", pcol)
+    notes.append("Transcribed figures are rounded as printed: each ratio's bracket is the range the rounding of its "
+                 "two figures allows (a printed 21,943 stands for 21,942.5–21,943.5).")
+    if printed:
+        notes.append(f"\"printed\": the ratio the source printed, from its unrounded figures; {differ} differ from "
+                     f"the recomputed ratio in the last digit, "
+                     + (f"{len(beyond)} by more than rounding allows (⚠: {', '.join(beyond)})." if beyond else
+                        "none by more than rounding allows."))
+    return tables.Table(name=t.name, title=t.title, data=data, display=disp, notes=tuple(notes))
+
+
 def throughput_md(st: Study) -> str:
-    return tables.throughput(st.canon).markdown(heading=False)
+    return kind_table(st, "throughput").markdown(heading=False)
 
 
 def latency_md(st: Study) -> str:
-    return tables.latency(st.canon).markdown(heading=False)
+    return kind_table(st, "latency").markdown(heading=False)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -148,5 +148,6 @@ def about_md(st: Study) -> str:
         markdown_table(about(st)),
         "",
         f"Every number below is computed from the run records under `{rel(st.root)}/` when the report is rendered; "
-        "none is typed. If the tables, `compare/` and the records ever disagree, that is a bug.",
+        "none is typed. If the tables, " + ("`compare/` " if len(_legs(st.canon)) >= 2 else "") +
+        "and the records ever disagree, that is a bug.",
     ]) + "\n"

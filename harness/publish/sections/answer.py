@@ -1,0 +1,223 @@
+"""The answer, said first: a short summary and one table of (model, workload, step) with the ratio,
+its interval and the verdict of `harness.analyze.stats.ratio`, and, for a cell missing on one side,
+the failure's root cause and whether a pin fixes it (`harness.analyze.failure`).
+
+For transcribed figures the interval is the one the rounding of the printed figures allows
+(`harness.analyze.rounding`), and the ratio the source printed is shown beside the recomputed one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from harness import workloads
+from harness.analyze import rounding
+from harness.analyze.stats import band_side, ratio
+from harness.analyze.tables import _legs, ticked
+from harness.publish import wording as w
+from harness.publish.claims.base import cells_by_key, table_rows
+from harness.publish.study import Study
+
+# A study with at most this many (model, workload, step) cells shows every one of them; a larger
+# one shows the cells that moved, or are missing, and counts the rest.
+SHOW_ALL = 24
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    model: str
+    workload: str
+    kind: str
+    step: str                      # "0.18 → 0.26"
+    ratio: float | None
+    low: float | None
+    high: float | None
+    interval: str | None           # "95% bootstrap" | "rounding" | None
+    verdict: str                   # ratio()'s verdict string ("missing" for a missing side)
+    side: str                      # "above" | "below" | "within" the flat band, or "missing"
+    printed: float | None = None   # the ratio the source printed (transcribed studies)
+    printed_disagrees: bool = False
+    note: str = ""                 # missing side's root cause, pins, rounding
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    summary: list[str]
+    cells: list[Cell]
+    shown: list[Cell]
+
+
+def _cause(st: Study, att: pd.DataFrame, leg: str, label: str, model: str) -> str:
+    from harness.analyze.failure import failure_class, signature
+
+    a = att[(att["leg"] == leg) & (att["model"] == model)]
+    if not len(a):
+        return f"no canonical run on {label} (see CANONICAL.md)"
+    r = a.iloc[0]
+    sig = signature(str(r["signature"]))
+    if sig is None:
+        return f"fails on {label}: root cause unknown (class {failure_class(None)})"
+    fix = {"yes": "a pin fixes it" + (f" ({sig.fix})" if sig.fix else ""),
+           "no": "a pin does not fix it", }.get(sig.fixable, "whether a pin fixes it is unknown")
+    return f"fails on {label}: {sig.root_cause} (class `{failure_class(sig.id)}`); {fix}"
+
+
+def _pinned(att: pd.DataFrame, leg: str, label: str, model: str) -> str:
+    a = att[(att["leg"] == leg) & (att["model"] == model) & (att["status"] == "passes only pinned")]
+    if not len(a):
+        return ""
+    pins = sorted({p for ps in a["pins"] for p in ps})
+    return f"{label} passes only under {', '.join(f'`{p}`' for p in pins)}"
+
+
+def answer(st: Study) -> Answer:
+    from harness.analyze.failure import attributions_by_model
+
+    canon = st.canon
+    legs = _legs(canon)
+    band = st.params.band
+    att = attributions_by_model(canon.dataset, series=canon.series)
+    cells = cells_by_key(canon)
+    labels = [lb for _, lb in legs]
+    out: list[Cell] = []
+    for kind in workloads.KINDS:
+        metric = rounding.metric_of(kind)
+        printed = rounding.printed_ratios(st.root, kind, labels) if st.transcribed else {}
+        for model, workload in table_rows(canon, kind):
+            for (old, lo), (new, ln) in zip(legs, legs[1:]):
+                a, b = cells.get((old, model, workload)), cells.get((new, model, workload))
+                step = f"{lo} → {ln}"
+                if a is None or b is None:
+                    gone = [(lg, lb) for lg, lb, c in ((old, lo, a), (new, ln, b)) if c is None]
+                    note = "; ".join(_cause(st, att, lg, lb, model) for lg, lb in gone)
+                    out.append(Cell(model=model, workload=workload, kind=kind, step=step, ratio=None, low=None,
+                                    high=None, interval=None, verdict="missing", side="missing", note=note))
+                    continue
+                rt = ratio(a["samples"], b["samples"], higher_is_better=metric.higher_is_better)
+                low, high, interval = rt.low, rt.high, "95% bootstrap" if rt.low is not None else None
+                notes = [x for x in (_pinned(att, old, lo, model), _pinned(att, new, ln, model)) if x]
+                pr, dis = None, False
+                transcribed = "transcribed" in (a["provenance"], b["provenance"])
+                if transcribed and rt.value is not None and rt.n_old == 1 and rt.n_new == 1:
+                    low, high = rounding.ratio_bounds(float(a["value"]), float(b["value"]), metric)
+                    interval = "rounding"
+                    pv = printed.get((model, workload, lo, ln))
+                    if pv is not None:
+                        p = rounding.Printed(value=pv, low=low, high=high)
+                        pr, dis = pv, p.disagrees
+                value = float(rt.value) if rt.value is not None else None
+                side = band_side(value, band) if value is not None else "missing"
+                if interval == "rounding" and low is not None and high is not None and low <= 1 <= high \
+                        and side != "within":
+                    notes.append("rounding alone could make it 1.00x")
+                out.append(Cell(model=model, workload=workload, kind=kind, step=step, ratio=value, low=low,
+                                high=high, interval=interval, verdict=str(rt.verdict), side=side, printed=pr,
+                                printed_disagrees=dis, note="; ".join(notes)))
+    moved = [c for c in out if c.side in ("above", "below", "missing") or c.verdict in ("faster", "slower")]
+    shown = _merge_missing(out if len(out) <= SHOW_ALL else moved)
+    return Answer(summary=_summary(st, out, shown), cells=out, shown=shown)
+
+
+def _merge_missing(cells: list[Cell]) -> list[Cell]:
+    """The missing cells of one model and step, of every kind, as one row (they share the cause)."""
+    out: list[Cell] = []
+    at: dict[tuple[str, str, str], int] = {}
+    for c in cells:
+        if c.side != "missing":
+            out.append(c)
+            continue
+        key = (c.model, c.step, c.note)
+        if key in at:
+            prev = out[at[key]]
+            out[at[key]] = Cell(**{**prev.__dict__, "workload": f"{prev.workload}, {c.workload}"})
+        else:
+            at[key] = len(out)
+            out.append(c)
+    return out
+
+
+def _summary(st: Study, cells: list[Cell], shown: list[Cell]) -> list[str]:
+    legs = _legs(st.canon)
+    band = st.params.band
+    if len(legs) < 2:
+        n = len(st.canon.cells)
+        return [f"This study has one leg ({legs[0][1] if legs else 'none'}), so there is no step between versions to "
+                f"judge: its {w.n(n, 'canonical figure')} {w.v(n, 'is', 'are')} absolute, and the tables below "
+                f"give them with their repeats."]
+    lines = []
+    for kind in workloads.KINDS:
+        ks = [c for c in cells if c.kind == kind]
+        if not ks:
+            continue
+        up = [c for c in ks if c.side == "above"]
+        down = [c for c in ks if c.side == "below"]
+        flat = [c for c in ks if c.side == "within"]
+        miss = [c for c in ks if c.side == "missing"]
+        sig = [c for c in ks if c.verdict in ("faster", "slower")]
+        title = rounding.metric_of(kind).title.split(" (")[0].lower()
+        parts = [f"{len(up)} faster by more than {band:.0%}", f"{len(down)} slower by more than {band:.0%}",
+                 f"{len(flat)} within {band:.0%} of 1.00x"]
+        if miss:
+            parts.append(f"{len(miss)} missing a side")
+        text = f"**{w.cap(title)}:** of {w.n(len(ks), '(model, workload, step) cell')}, " + ", ".join(parts) + "."
+        if sig:
+            text += (f" {len(sig)} of them {w.v(len(sig), 'has', 'have')} a 95% interval that excludes 1.00x "
+                     f"({', '.join(f'{ticked(c.model)} {c.workload} {c.step}: {c.verdict}' for c in sig[:4])}"
+                     f"{' …' if len(sig) > 4 else ''}).")
+        best = max((c for c in ks if c.ratio is not None), key=lambda c: c.ratio or 0, default=None)
+        worst = min((c for c in ks if c.ratio is not None), key=lambda c: c.ratio or 0, default=None)
+        if best is not None and worst is not None and best is not worst:
+            text += (f" Largest gain: {ticked(best.model)} {best.workload}, {best.step}, {best.ratio:.2f}x; "
+                     f"largest loss: {ticked(worst.model)} {worst.workload}, {worst.step}, {worst.ratio:.2f}x.")
+        lines.append(text)
+    single = all(c.interval != "95% bootstrap" for c in cells if c.ratio is not None)
+    if st.transcribed:
+        lines.append("The figures are transcribed, not measured: a single printed figure per side, so the interval "
+                     "shown is the one the printed rounding allows, not a confidence interval.")
+    elif single:
+        lines.append("Every ratio is a single pass per side: the verdict is \"single pass\", and a ratio within the "
+                     "band reads \"no difference detected\", never \"no difference\".")
+    if len(shown) < len(cells):
+        lines.append(f"The table lists the {len(shown)} cells that moved by more than {band:.0%}, or have a "
+                     f"95% interval that excludes 1.00x, or miss a side; the other {len(cells) - len(shown)} are "
+                     f"in \"Full data\".")
+    return lines
+
+
+def _ratio_text(c: Cell) -> str:
+    if c.ratio is None:
+        return "—"
+    s = f"{c.ratio:.2f}x"
+    if c.low is not None and c.high is not None:
+        s += f" [{c.low:.2f}, {c.high:.2f}]"
+    return s
+
+
+def answer_table(ans: Answer) -> pd.DataFrame:
+    rows = []
+    for c in ans.shown:
+        verdict = c.verdict + (" (rounding interval)" if c.interval == "rounding" else "")
+        note = c.note
+        if c.printed is not None and (c.printed_disagrees or c.ratio is None or f"{c.printed:.2f}" != f"{c.ratio:.2f}"):
+            # Shown where it differs from the recomputed ratio: the source computed it from unrounded figures.
+            note = "; ".join(x for x in (f"source printed {c.printed:.2f}x"
+                                         + (" ⚠ outside what rounding allows" if c.printed_disagrees else ""), note) if x)
+        rows.append({"model · workload": f"{ticked(c.model)} · {c.workload}", "step": c.step,
+                     "ratio [interval]": _ratio_text(c), "verdict": verdict, "why / note": note or "—"})
+    return pd.DataFrame(rows, columns=["model · workload", "step", "ratio [interval]", "verdict", "why / note"])
+
+
+def answer_md(st: Study) -> str:
+    from harness.publish.mdtable import table_md
+
+    ans = answer(st)
+    lines = [*ans.summary]
+    if ans.shown:
+        lines += ["", table_md(answer_table(ans)), "",
+                  "_Ratio: above 1.00x the newer leg is faster (throughput new/old, latency old/new). Interval: the "
+                  "95% bootstrap interval where both sides were repeated"
+                  + ("; for transcribed figures, the range the printed rounding allows" if st.transcribed else "")
+                  + ". Verdict: `harness.analyze.stats.ratio`._"]
+    return "\n\n".join(ans.summary) + "\n" + "\n".join(lines[len(ans.summary):]) + "\n"
