@@ -64,15 +64,60 @@ def ratio_figure(st: Study) -> Png | Note:
 
     if len(_legs(st.canon)) < 2:
         return Note("_One leg only: there is no ratio to plot._")
-    return show(figures.ratio_dots(dx.ratio_frame(st.canon)))
+    return show(figures.ratio_dots(ratio_rows(st)))
+
+
+def ratio_rows(st: Study) -> Any:
+    """The ratio frame of the main series; for transcribed cells, with the interval the rounding of the
+    printed figures allows (`r_low`, `r_high`)."""
+    from harness.analyze import rounding
+    from harness.investigate import diagnostics as dx
+
+    df = dx.ratio_frame(st.canon)
+    if not st.transcribed or df.empty:
+        return df
+    cells = {(c["leg"], c["model"], c["workload"]): c for c in st.canon.cells.to_dict("records")}
+    lows, highs = [], []
+    for r in df.to_dict("records"):
+        a, b = cells[(r["old"], r["model"], r["workload"])], cells[(r["new"], r["model"], r["workload"])]
+        if "transcribed" in str(r["provenance"]) and r["n_old"] == 1 and r["n_new"] == 1:
+            lo, hi = rounding.ratio_bounds(float(a["value"]), float(b["value"]), rounding.metric_of(r["kind"]))
+        else:
+            lo = hi = None
+        lows.append(lo)
+        highs.append(hi)
+    return df.assign(r_low=lows, r_high=highs)
+
+
+def ratio_caption_md(st: Study) -> str:
+    """What the ratio figure draws, from the data (the static caption cannot know)."""
+    if len(_legs(st.canon)) < 2:
+        return ""
+    df = ratio_rows(st).dropna(subset=["ratio"])
+    ci = int(df["low"].notna().sum())
+    bits = [f"{ci} of the {len(df)} ratios have a 95% bootstrap interval (filled dots with bars)" if ci else
+            f"none of the {len(df)} ratios has a bootstrap interval: every side is a single pass (hollow dots)"]
+    if "r_low" in df.columns:
+        noise = df[(df["r_low"] <= 1) & (df["r_high"] >= 1) & df["low"].isna()]
+        bits.append(f"grey bars are the range the printed rounding allows; {len(noise)} "
+                    f"{'ratio lies' if len(noise) == 1 else 'ratios lie'} within rounding of 1.0x and "
+                    f"{'is' if len(noise) == 1 else 'are'} drawn grey, not as a change")
+    return "_In the figure above: " + "; ".join(bits) + "._\n"
 
 
 def coverage_figure(st: Study) -> Png | Note:
+    from harness.analyze.failure import attributions_by_model
     from harness.investigate import diagnostics as dx
     from harness.publish import figures
 
-    return show(figures.coverage_heatmap(dx.coverage_frame(st.ds, series=st.canon.series),
-                                         provenance=st.canon.cells["provenance"]))
+    cov = dx.coverage_frame(st.ds, series=st.canon.series)
+    # "ok" that holds only under a dependency pin is its own state: the model does not pass as installed.
+    att = attributions_by_model(st.ds, series=st.canon.series)
+    for r in att[att["status"] == "passes only pinned"].to_dict("records"):
+        col = st.canon.study.label(r["leg"])
+        if r["model"] in cov.index and col in cov.columns and cov.at[r["model"], col] == "ok":
+            cov.at[r["model"], col] = "ok (pinned)"
+    return show(figures.coverage_heatmap(cov, provenance=st.canon.cells["provenance"]))
 
 
 def dispersion_figure(st: Study) -> Png | Note:

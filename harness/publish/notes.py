@@ -1,0 +1,307 @@
+"""Study notes: the reasoning a study's records cannot carry (why a failure is a version window and
+not missing support, what was ruled out, what a number does not mean), authored as markdown files
+under `<study>/notes/*.md` and shown in the section of the page they belong to.
+
+Each note opens with a small YAML front matter (`NoteMeta`): its title, the section it belongs to,
+and its provenance: `study` (the study's own finding, restated in this project's words, with its
+source named) or `analysis` (this project's own reasoning). A note never types a number that the
+records hold: every such number is a placeholder computed at render time, with the value the author
+read (`expect=`), and a note whose computed number no longer matches fails the render, as a strict
+claim does. A number only the source holds is marked as quoted, and shown as such.
+
+Placeholders (`{{ kind: key=value, ... }}`, values without commas, or quoted with "..."):
+  {{ value: model=M, workload=W, leg=LABEL, expect=7,004 }}    a canonical figure (the cell's median)
+  {{ ratio: model=M, workload=W, step=0.18->0.26, expect=0.70x }}  ratio of medians, as the tables
+      orient it; `ci=yes` adds the 95% interval ("0.70x [0.69, 0.73]"), `rounding=yes` the
+      interval the printed rounding allows
+  {{ samples: model=M, workload=W, leg=LABEL, expect="7,030 / 6,985 / 6,948" }}  every repeat
+  {{ spread: model=M, workload=W, leg=LABEL, expect=1.2% }}    (max - min) / median of the repeats
+  {{ count: what=passing|pinned|failing|full, leg=LABEL, expect=13 }}  models (full: on every leg)
+  {{ bisect: version=0.32.0, stat=median, expect=10,791.69 }}  a step of the study's bisect record
+  {{ crosscheck: leg=NAME, model=M, workload=W, stat=harness, expect=12,682 }}  crosscheck median
+  {{ quoted: 0.71x }}                                          a number from the source, shown with †
+Any computed kind takes `series=S` (another series of the study) and `study=NAME` (another study
+under results/, e.g. the H200 companion), both optional.
+
+Format history of the front matter:
+  1 - title, section, provenance (study | analysis), source, order.
+Migration: a later version adds `schema_version`; a note without it is version 1.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from harness.analyze.canonical import Canonical, canonicalize
+from harness.analyze.dataset import load
+from harness.analyze.stats import ratio, spread
+from harness.analyze.tables import _legs
+from harness.core.errors import InvalidFileError, UserError
+from harness.core.yamlio import describe
+from harness.publish.strict import ClaimFailed
+from harness.publish.study import Study
+
+NOTE_SCHEMA = 1
+Section = Literal["answer", "coverage", "headline", "failures", "supporting", "diagnostics", "stack",
+                  "limitations", "defects"]
+QUOTED_MARK = "†"
+
+
+class NoteMeta(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    title: str
+    section: Section
+    provenance: Literal["study", "analysis"]
+    source: str | None = None    # the document a `study` note restates
+    order: int = 0
+
+    @model_validator(mode="after")
+    def _source_named(self) -> NoteMeta:
+        if self.provenance == "study" and not (self.source or "").strip():
+            raise ValueError("source: a note of provenance `study` names the document it restates")
+        return self
+
+
+@dataclass(frozen=True, kw_only=True)
+class Note:
+    path: Path
+    meta: NoteMeta
+    body: str          # as written, placeholders unresolved
+
+
+_FRONT = re.compile(r"\A---\n(.*?)\n---\n", re.S)
+_PLACE = re.compile(r"\{\{\s*([a-z]+)\s*:\s*(.*?)\s*\}\}", re.S)
+_KV = re.compile(r'\s*([a-z_]+)\s*=\s*("([^"]*)"|[^,]*)\s*(?:,|$)')
+
+
+def read_note(path: Path) -> Note:
+    text = path.read_text(encoding="utf-8")
+    m = _FRONT.match(text)
+    if not m:
+        raise InvalidFileError(path, "a note opens with a YAML front matter between --- lines")
+    try:
+        raw = yaml.safe_load(m.group(1)) or {}
+    except yaml.YAMLError as e:
+        raise InvalidFileError(path, f"front matter is not YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(raw, dict):
+        raise InvalidFileError(path, "front matter: expected a mapping")
+    try:
+        meta = NoteMeta.model_validate(raw)
+    except ValidationError as e:
+        raise InvalidFileError(path, describe(e)) from None
+    return Note(path=path, meta=meta, body=text[m.end():].strip("\n"))
+
+
+def study_notes(root: Path) -> list[Note]:
+    folder = root / "notes"
+    if not folder.is_dir():
+        return []
+    notes = [read_note(p) for p in sorted(folder.glob("*.md"))]
+    return sorted(notes, key=lambda n: (n.meta.order, n.path.name))
+
+
+def _args(text: str, where: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    pos = 0
+    while pos < len(text):
+        m = _KV.match(text, pos)
+        if not m or m.end() == pos:
+            raise UserError(f"{where}: cannot read the placeholder's arguments {text!r} (key=value, ...)")
+        out[m.group(1)] = m.group(3) if m.group(3) is not None else m.group(2).strip()
+        pos = m.end()
+    return out
+
+
+@lru_cache(maxsize=8)
+def _other_canon(name: str, series: str | None) -> Canonical:
+    from harness.core import paths
+
+    root = paths.PROJ_ROOT / "results" / name
+    if not (root / "study.yaml").is_file():
+        raise UserError(f"study={name}: no study folder results/{name}")
+    ds = load(root)
+    return canonicalize(ds, series=series or ds.study.main_series)
+
+
+def _canon(st: Study, a: dict[str, str]) -> Canonical:
+    series = a.get("series")
+    if a.get("study"):
+        return _other_canon(a["study"], series)
+    if series is None:
+        return st.canon
+    if series not in st.series:
+        raise UserError(f"series={series}: no such series in {st.canon.study.name} (has: {', '.join(st.series)})")
+    return st.series[series]
+
+
+def _leg(canon: Canonical, label: str) -> str:
+    for name, lb in _legs(canon):
+        if label in (name, lb):
+            return name
+    raise UserError(f"leg={label}: no such leg in {canon.study.name} (has: "
+                    f"{', '.join(lb for _, lb in _legs(canon))})")
+
+
+def _cell(canon: Canonical, a: dict[str, str], leg: str) -> dict:
+    c = canon.cells
+    hit = c[(c["leg"] == _leg(canon, leg)) & (c["model"] == a.get("model")) & (c["workload"] == a.get("workload"))]
+    if not len(hit):
+        raise UserError(f"no canonical cell {a.get('model')} {a.get('workload')} on {leg} in {canon.study.name}")
+    return hit.iloc[0].to_dict()
+
+
+def _metric(kind: str):  # noqa: ANN202
+    from harness.analyze.rounding import metric_of
+
+    return metric_of(kind)
+
+
+def compute(st: Study, kind: str, a: dict[str, str]) -> str:
+    """The placeholder's text, computed from the data."""
+    if kind == "value":
+        c = _cell(_canon(st, a), a, a.get("leg", ""))
+        return str(_metric(c["kind"]).fmt(float(c["value"])))
+    if kind == "samples":
+        c = _cell(_canon(st, a), a, a.get("leg", ""))
+        m = _metric(c["kind"])
+        return " / ".join(m.fmt(float(v)) for v in c["samples"])
+    if kind == "spread":
+        c = _cell(_canon(st, a), a, a.get("leg", ""))
+        sp = spread(list(c["samples"]))
+        return "—" if sp is None else f"{sp:.1%}"
+    if kind == "ratio":
+        canon = _canon(st, a)
+        old, _, new = a.get("step", "").partition("->")
+        co, cn = _cell(canon, a, old.strip()), _cell(canon, a, new.strip())
+        m = _metric(co["kind"])
+        rt = ratio(co["samples"], cn["samples"], higher_is_better=m.higher_is_better)
+        s = f"{rt.value:.2f}x"
+        if a.get("ci") == "yes" and rt.low is not None and rt.high is not None:
+            s += f" [{rt.low:.2f}, {rt.high:.2f}]"
+        if a.get("rounding") == "yes":
+            from harness.analyze.rounding import ratio_bounds
+
+            lo, hi = ratio_bounds(float(co["value"]), float(cn["value"]), m)
+            s += f" [{lo:.2f}, {hi:.2f}]"
+        return s
+    if kind == "count":
+        return str(_count(_canon(st, a), a))
+    if kind == "bisect":
+        return _bisect(st, a)
+    if kind == "crosscheck":
+        return _crosscheck(st, a)
+    raise UserError(f"unknown placeholder kind {kind!r} (value, ratio, samples, spread, count, bisect, "
+                    f"crosscheck, quoted)")
+
+
+def _count(canon: Canonical, a: dict[str, str]) -> int:
+    from harness.analyze.failure import attributions_by_model
+    from harness.publish.claims.base import models, passes
+
+    what = a.get("what")
+    if what == "full":
+        return sum(all(passes(canon, lg, m) for lg, _ in _legs(canon)) for m in models(canon))
+    leg = _leg(canon, a.get("leg", ""))
+    if what == "passing":
+        return sum(passes(canon, leg, m) for m in models(canon))
+    att = attributions_by_model(canon.dataset, series=canon.series)
+    att = att[att["leg"] == leg]
+    if what == "pinned":
+        return int((att["status"] == "passes only pinned").sum())
+    if what == "failing":
+        return int((att["status"] == "missing").sum())
+    raise UserError(f"count: what={what!r} (passing, pinned, failing, full)")
+
+
+def _bisect(st: Study, a: dict[str, str]) -> str:
+    from harness.investigate import bisect
+
+    legs = {n for n, _ in _legs(st.canon)}
+    folder = st.root.parent / "bisect"
+    recs = [r for r in (bisect.read_records(folder) if folder.is_dir() else [])
+            if {r.inputs.good, r.inputs.bad} <= legs]
+    for rec in recs:
+        for step in rec.steps:
+            if step.version == a.get("version"):
+                if a.get("stat", "median") == "median":
+                    return f"{step.median:,.2f}"
+                if a.get("stat") == "n":
+                    return str(len(step.samples))
+                if a.get("stat") == "spread":
+                    sp = spread(list(step.samples))
+                    return "—" if sp is None else f"{sp:.1%}"
+    raise UserError(f"bisect: no step of version {a.get('version')!r} in a bisect record of this study's legs")
+
+
+def _crosscheck(st: Study, a: dict[str, str]) -> str:
+    from harness.investigate.crosscheck import load as load_crosscheck
+
+    summary = load_crosscheck(st.root) or {}
+    for r in summary.get("rows") or []:
+        if (r["leg"], r["model"], r["workload"]) == (a.get("leg"), a.get("model"), a.get("workload")):
+            vals = r["harness_tok_s"] if a.get("stat", "harness") == "harness" else r["vllm_tok_s"]
+            return f"{statistics.median(vals):,.0f}"
+    raise UserError(f"crosscheck: no row {a.get('leg')} {a.get('model')} {a.get('workload')} in this study")
+
+
+def resolve(st: Study, note: Note) -> tuple[str, bool]:
+    """The note's body with every placeholder replaced; whether any number in it is quoted. A
+    computed number that differs from its `expect=` raises ClaimFailed (the render fails)."""
+    quoted = False
+    where = str(note.path)
+
+    def sub(m: re.Match[str]) -> str:
+        nonlocal quoted
+        kind, rest = m.group(1), m.group(2)
+        if kind == "quoted":
+            quoted = True
+            return f"{rest.strip().strip(chr(34))}{QUOTED_MARK}"
+        a = _args(rest, where)
+        expect = a.pop("expect", None)
+        if expect is None:
+            raise UserError(f"{where}: {{{{ {kind}: {rest} }}}} has no expect= (the number the note was written "
+                            f"against)")
+        try:
+            got = compute(st, kind, a)
+        except UserError as e:
+            raise UserError(f"{where}: {{{{ {kind}: {rest} }}}}: {e}") from None
+        if got != expect:
+            raise ClaimFailed(f"note {where}: {{{{ {kind}: {rest} }}}} computes {got} from the data, the note says "
+                              f"{expect}; the note no longer matches the data")
+        return got
+
+    return _PLACE.sub(sub, note.body), quoted
+
+
+def provenance_line(meta: NoteMeta) -> str:
+    if meta.provenance == "study":
+        return f"_The study's own finding, restated in this project's words; source: {meta.source}._"
+    return "_This project's analysis of the records._"
+
+
+def notes_md(st: Study, section: str) -> str:
+    """Every note of the study that belongs to `section`, resolved."""
+    out = []
+    for note in study_notes(st.root):
+        if note.meta.section != section:
+            continue
+        body, quoted = resolve(st, note)
+        out += [f"#### {note.meta.title}", "", provenance_line(note.meta), "", body, ""]
+        if quoted:
+            out += [f"_{QUOTED_MARK} quoted from {note.meta.source or 'the source'}, not computed from these "
+                    f"records._", ""]
+    return "\n".join(out)
+
+
+def check_notes(st: Study) -> list[str]:
+    """Resolve every note (the render does the same): the titles of the notes that hold."""
+    return [n.meta.title for n in study_notes(st.root) if resolve(st, n)]
