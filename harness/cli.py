@@ -61,7 +61,8 @@ def cmd_tables(a: argparse.Namespace) -> int:
 
     _out_folder(a.out)
     _warn_problems(a.study_dir, strict=a.strict)
-    canon, written = write_study(a.study_dir, a.out, allow_reused=a.allow_reused)
+    canon, written = write_study(a.study_dir, a.out, allow_reused=a.allow_reused,
+                                 allow_different_work=a.allow_different_work)
     problems = canon.dataset.problems
     print(f"{len(canon.dataset)} records, {len(canon.cells)} canonical cells, {len(canon.exclusions)} runs "
           f"excluded, {len(problems)} files not usable; {len(written)} files under "
@@ -177,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let runs reused by --resume be canonical (default: as study.yaml declares)")
     s.add_argument("--strict", action="store_true",
                    help="any unusable or excluded record is an error (exit 2), not a warning")
+    s.add_argument("--allow-different-work", action="store_true", default=None,
+                   help="compare legs whose runs did different work (prompts, token or sequence counts); "
+                        "CANONICAL.md lists the differences (default: as study.yaml declares, else refused)")
     s.set_defaults(func=cmd_tables)
 
     s = sub.add_parser("export", help="the canonical runs as Parquet + CSV + data dictionary")

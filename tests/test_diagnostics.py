@@ -87,7 +87,7 @@ def test_transcribed_records_hold_no_decode_share_and_say_so(b200):
     assert st.table["decode_share"].isna().all()
     assert set(st.table["decode_share_source"]) == {"not recorded"}
     lines = repeat.repeat_conclusion(st)
-    assert "image: 26/18 = 0.70x [0.69, 0.73], slower" in lines[1] and "signal, not noise" in lines[1]
+    assert "image: 26/18 = 0.70x [0.68, 0.74], slower" in lines[1] and "signal, not noise" in lines[1]
     assert "not distinguishable" in lines[2]
     assert "cannot be computed" in lines[-1] and "text-only 417" in lines[-1]
     assert any("transcribed" in n for n in st.notes)

@@ -98,7 +98,8 @@ def test_repeats_give_an_interval_and_a_verdict(tmp_path):
             ("0.18", "m", "single-request"): [5.0, 5.1, 4.9], ("0.26", "m", "single-request"): [6.0, 6.1, 5.9]}
     c = _canon(tmp_path, vals)
     t = tables.throughput(c)
-    assert list(t.display.columns)[-4:] == ["26/18 95% CI", "26/18 verdict", "29/26 95% CI", "29/26 verdict"]
+    assert list(t.display.columns)[-6:] == ["26/18 95% CI", "26/18 n", "26/18 verdict",
+                                            "29/26 95% CI", "29/26 n", "29/26 verdict"]
     m = t.display[t.display["model"] == "`m`"].iloc[0]
     assert m["26/18"] == "1.50x" and m["26/18 verdict"] == "faster"
     lo, hi = (float(x) for x in m["26/18 95% CI"].strip("[]").split(", "))

@@ -14,7 +14,7 @@ import pandas as pd
 
 from harness import workloads
 from harness.analyze.dataset import Dataset, StudyMeta
-from harness.core.errors import MixedRunsError
+from harness.core.errors import MixedRunsError, UserError
 
 # Each workload kind names the metric its tables use (harness.workloads).
 METRIC = {k: workloads.kind(k).METRIC.key for k in workloads.KINDS}
@@ -32,6 +32,9 @@ median of every repeat that passes all of these checks, in this order; the sampl
    value a strict majority of the (model, workload)'s runs recorded. Without such a majority every
    run of that (model, workload) is excluded: the legs cannot be compared.
 
+The runs left must then have run the same prompts: `prompts_sha256`, `prompt_tokens`, `num_seqs` and
+`output_tokens`, wherever recorded, are equal across every leg of a (model, workload). {work_rule}
+
 Repeats of one (leg, model, workload) measured on different devices, hosts or leg environments
 (compat id) are never merged: building the tables is refused. Runs of other series and arms are
 supporting evidence, not canonical. Ratios are computed from the canonical samples, never stored."""
@@ -40,6 +43,18 @@ REUSED_STRICT = ("It was measured by the sweep that lists it, not reused from an
                  "`--resume` (the latest sweep index in `sweeps/` that lists the run decides).")
 REUSED_ALLOWED = ("Runs reused by `--resume` are accepted (`allow_reused=True`); such runs are marked in "
                   "the table below.")
+
+WORK_STRICT = ("Otherwise building the tables is refused, naming two records that differ "
+               "(`--allow-different-work` or `allow_different_work: true` in study.yaml compares them anyway).")
+WORK_ALLOWED = ("Runs that differ are compared anyway (`allow_different_work=True`); the differences are "
+                "listed under \"Different work\" below.")
+# The work two legs must share before they are compared, in the order a difference is reported.
+WORK_KEYS = ("prompts_sha256", "prompt_tokens", "num_seqs", "output_tokens")
+
+
+class DifferentWorkError(UserError):
+    """Two legs about to be compared ran different prompts or token counts."""
+
 
 # What may differ between repeats that are merged: nothing of these.
 MIXED_KEYS = ("device", "host", "compat_id")
@@ -60,6 +75,7 @@ class Canonical:
     exclusions: pd.DataFrame
     expected: pd.DataFrame
     dataset: Dataset
+    different_work: tuple[str, ...] = ()   # compared anyway under allow_different_work, one line each
 
     @property
     def provenances(self) -> tuple[str, ...]:
@@ -98,6 +114,22 @@ def _work_exclusions(cand: pd.DataFrame) -> dict[int, str]:
     return out
 
 
+def _different_work(used: pd.DataFrame, series: str, arm: str) -> list[str]:
+    """One line per (model, workload) whose remaining runs disagree on WORK_KEYS, naming two records."""
+    out = []
+    keys = [k for k in WORK_KEYS if k in used.columns]
+    for (model, workload), g in used.groupby(["model", "workload"], sort=False):
+        for col in keys:
+            have = [(r["leg"], r[col], r["run_dir"]) for r in g.to_dict("records") if _present(r[col])]
+            first = have[0] if have else None
+            other = next((h for h in have if h[1] != first[1]), None) if first else None
+            if other is not None:
+                out.append(f"{model} / {workload} ({series}, {arm}) did different work: {col} "
+                           f"{_fmt(first[1])} in {first[2]} ({first[0]}) but {_fmt(other[1])} in {other[2]} ({other[0]})")
+                break
+    return out
+
+
 def _present(v: object) -> bool:
     return v is not None and not (isinstance(v, float) and np.isnan(v))
 
@@ -113,14 +145,18 @@ def _check_mixed(g: list[dict], leg: str, model: str, workload: str) -> None:
 
 
 def canonicalize(ds: Dataset, *, series: str | None = None, arm: str = "default",
-                 allow_reused: bool | None = None) -> Canonical:
+                 allow_reused: bool | None = None, allow_different_work: bool | None = None) -> Canonical:
     """Apply the rule (RULE) to `ds` and return the canonical cells, runs and exclusions.
 
     `allow_reused=None` takes the study's own declaration (`allow_reused:` in study.yaml, for a
     study deliberately measured across several resumed invocations); the default is strict.
+    `allow_different_work=None` likewise takes `allow_different_work:` from study.yaml; strict, legs
+    whose runs did different work are refused (`DifferentWorkError`).
     """
     if allow_reused is None:
         allow_reused = bool(ds.study.extra.get("allow_reused", False))
+    if allow_different_work is None:
+        allow_different_work = bool(ds.study.extra.get("allow_different_work", False))
     series = series or ds.study.main_series
     df = ds.records
     sel = df[(df["series"] == series) & (df["arm"] == arm)].copy()
@@ -143,6 +179,9 @@ def canonicalize(ds: Dataset, *, series: str | None = None, arm: str = "default"
     cand = sel.drop(index=list(reasons))
     reasons |= _work_exclusions(cand)
     used = sel.drop(index=list(reasons))
+    different = _different_work(used, series, arm)
+    if different and not allow_different_work:
+        raise DifferentWorkError(f"refusing to compare: {different[0]} (--allow-different-work compares anyway)")
 
     groups: dict[tuple[str, str, str], list[dict]] = {}
     # Plain dicts, not per-group frames: ten thousand records must stay a matter of seconds.
@@ -176,9 +215,10 @@ def canonicalize(ds: Dataset, *, series: str | None = None, arm: str = "default"
     expected = sel[["leg", "model", "tp", "workload", "kind"]].drop_duplicates(["leg", "model", "workload"])
     return Canonical(study=ds.study, series=series, arm=arm,
                      rule=RULE.format(series=series, arm=arm,
-                                      reused_rule=REUSED_ALLOWED if allow_reused else REUSED_STRICT),
+                                      reused_rule=REUSED_ALLOWED if allow_reused else REUSED_STRICT,
+                                      work_rule=WORK_ALLOWED if allow_different_work else WORK_STRICT),
                      cells=pd.DataFrame(cells, columns=cell_cols), runs=used, exclusions=excl.reset_index(drop=True),
-                     expected=expected.reset_index(drop=True), dataset=ds)
+                     expected=expected.reset_index(drop=True), dataset=ds, different_work=tuple(different))
 
 
 def _true(v: object) -> bool:
@@ -215,6 +255,9 @@ def canonical_md(canon: Canonical) -> str:
     if note:
         lines += [f"**{note}**", ""]
     lines += ["## Rule", "", canon.rule, ""]
+    if canon.different_work:
+        lines += ["## Different work", "", "Compared anyway under `allow_different_work`:", ""]
+        lines += [f"- {d}" for d in canon.different_work] + [""]
     cells = order_frame(canon, canon.cells)
     lines += ["## Canonical measurement per (leg, model, workload)", ""]
     if len(cells):

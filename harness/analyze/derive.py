@@ -13,13 +13,14 @@ from harness.analyze.manifest import manifest_md
 from harness.analyze.tables import Table, _write_table, write_tables
 
 
-def write_study(study_dir: Path, out_dir: Path | None = None, *, allow_reused: bool | None = None) -> tuple[Canonical, list[Path]]:
+def write_study(study_dir: Path, out_dir: Path | None = None, *, allow_reused: bool | None = None,
+                allow_different_work: bool | None = None) -> tuple[Canonical, list[Path]]:
     """Everything derived from a study folder: CANONICAL.md, MANIFEST.md, tables/ (with the failure
     attribution), compare/ and export/, under `out_dir` (default: `<study_dir>/derived`)."""
     study_dir = Path(study_dir)
     out_dir = Path(out_dir) if out_dir is not None else study_dir / "derived"
     ds = load(study_dir)
-    canon = canonicalize(ds, allow_reused=allow_reused)
+    canon = canonicalize(ds, allow_reused=allow_reused, allow_different_work=allow_different_work)
     # Build every text before writing any file: an error leaves nothing half-written.
     texts = {"CANONICAL.md": canonical_md(canon), "MANIFEST.md": manifest_md(canon)}
     fail = failure_table(ds)

@@ -28,7 +28,14 @@ def fmt_ci(r: Ratio) -> str:
 
 
 def fmt_verdict(r: Ratio) -> str:
+    if r.verdict == "too few repeats" and r.needs is not None:
+        return f"too few repeats (needs ≥ {r.needs} per side)"
     return MISSING if r.verdict == "missing" else r.verdict
+
+
+def fmt_n(r: Ratio) -> str:
+    """Repeats per side behind a ratio, old/new: the verdict's sample size."""
+    return f"{r.n_old}/{r.n_new}"
 
 
 def ticked(name: str) -> str:

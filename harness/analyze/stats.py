@@ -1,9 +1,12 @@
-"""Ratios between legs with bootstrap confidence intervals and a verdict.
+"""Ratios between legs with the project's one significance rule (`harness.analyze.significance`).
 
-A ratio is always computed from the samples, never stored. With one sample per side there is no
-interval: the verdict is "single pass". Otherwise the ratio of medians gets a percentile bootstrap
-95% interval (scipy.stats.bootstrap, resampling each side independently); an interval that excludes
-1.0 is a difference, one that contains it is "no difference detected" (never "no difference").
+A ratio is always computed from the samples, never stored. Each sample is one repeat's figure (one
+run), the unit of replication. The point value is the ratio of the two sides' medians (the figures the
+tables print per leg); the interval and the verdict are the rule's: Welch's t on log values at
+α = 0.05, its t-interval of the ratio of geometric means, "faster"/"slower" exactly when that interval
+excludes 1.0, else "no difference detected" (never "no difference"). With one repeat on each side the
+verdict is "single pass"; with one on a side and more on the other, "too few repeats" (the rule needs
+a variance on both sides) with the repeats per side it would take (`needs`).
 """
 
 from __future__ import annotations
@@ -14,19 +17,25 @@ from typing import Literal
 
 import numpy as np
 
-Verdict = Literal["faster", "slower", "no difference detected", "single pass", "missing"]
+from harness.analyze.significance import ALPHA, DETECT, METHOD, MIN_N, Verdict, footnote, log_sd, n_needed, welch_log
+
+__all__ = ["ALPHA", "METHOD", "BandSide", "Ratio", "Verdict", "band_side", "flat_across", "footnote", "ratio", "spread"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class Ratio:
     value: float | None        # new/old for higher-is-better, old/new for lower-is-better: >1 is faster
-    low: float | None = None   # 95% CI bounds, None for a single pass
+    low: float | None = None   # the rule's interval, None without MIN_N repeats on each side
     high: float | None = None
     n_old: int = 0
     n_new: int = 0
     verdict: Verdict = "missing"
     spread_old: float | None = None  # (max-min)/median of each side's samples
     spread_new: float | None = None
+    p: float | None = None           # the rule's two-sided p-value
+    method: str = METHOD
+    alpha: float = ALPHA
+    needs: int | None = None         # "too few repeats": repeats per side to detect DETECT at this spread
 
     def label(self) -> str:
         if self.value is None:
@@ -43,23 +52,21 @@ def spread(samples: Sequence[float]) -> float | None:
 
 
 def ratio(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool = True,
-          confidence: float = 0.95, n_resamples: int = 4000, seed: int = 0) -> Ratio:
+          confidence: float = 1 - ALPHA) -> Ratio:
     old_a, new_a = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
     if len(old_a) == 0 or len(new_a) == 0:
         return Ratio(value=None, n_old=len(old_a), n_new=len(new_a), verdict="missing")
     num, den = (new_a, old_a) if higher_is_better else (old_a, new_a)
     value = float(np.median(num) / np.median(den))
-    common = dict(n_old=len(old_a), n_new=len(new_a), spread_old=spread(old_a), spread_new=spread(new_a))
-    if len(old_a) < 2 or len(new_a) < 2:
+    alpha = 1 - confidence
+    common = dict(n_old=len(old_a), n_new=len(new_a), spread_old=spread(old_a), spread_new=spread(new_a), alpha=alpha)
+    if len(old_a) < MIN_N and len(new_a) < MIN_N:
         return Ratio(value=value, verdict="single pass", **common)
-    from scipy import stats as sps  # imported here: a CLI start should not pay for scipy
-
-    res = sps.bootstrap((num, den), lambda a, b, axis=-1: np.median(a, axis=axis) / np.median(b, axis=axis),
-                        vectorized=True, paired=False, confidence_level=confidence, n_resamples=n_resamples,
-                        method="percentile", random_state=np.random.default_rng(seed))
-    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    verdict: Verdict = "faster" if low > 1 else "slower" if high < 1 else "no difference detected"
-    return Ratio(value=value, low=low, high=high, verdict=verdict, **common)
+    if len(old_a) < MIN_N or len(new_a) < MIN_N:
+        return Ratio(value=value, verdict="too few repeats",
+                     needs=n_needed(log_sd(old_a, new_a), DETECT, alpha=alpha), **common)
+    t = welch_log(num, den, alpha=alpha)
+    return Ratio(value=value, low=t.low, high=t.high, verdict=t.verdict, p=t.p, **common)
 
 
 # The flat band of the report's claims: a ratio within 1 ± band (bounds included) is "flat". Decided

@@ -3,7 +3,8 @@
 Each table is a `Table`: `data` (numbers, for CSV/Parquet and notebooks) and `display` (the strings
 the study prints: "21,943" tok/s, "3.82" ms/tok, "1.01x" ratios, "—" for missing, model names in
 backticks). Ratios come from `harness.analyze.stats.ratio` on the canonical samples: with repeats on both
-sides they carry a bootstrap 95% interval and a verdict, otherwise they are labelled single pass.
+sides they carry the significance rule's 95% interval and verdict (`harness.analyze.significance`, named in a
+footnote under every table with intervals, beside the n per side), otherwise they are labelled single pass.
 
 Row order: study.yaml's `model_order` / `workload_order` where given, then the order the study's
 sweeps ran them (the scenario's order), then alphabetical.
@@ -29,7 +30,8 @@ from harness.core.errors import UserError
 from harness.analyze.fmt import (MISSING, fmt_ci, fmt_ms, fmt_ratio, fmt_tok_s, fmt_verdict, markdown_table,  # noqa: F401
                                  short_labels, ticked)
 from harness.analyze.order import _legs, leg_pairs, model_order, order_frame, row_key  # noqa: F401
-from harness.analyze.stats import Ratio, ratio
+from harness.analyze.fmt import fmt_n
+from harness.analyze.stats import Ratio, footnote, ratio
 from harness.workloads.base import Metric
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,14 +102,15 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
         for j, (a, b) in enumerate(pairs):
             lab = _ratio_label(kind, a[1], b[1], short)
             display[f"{lab} 95% CI"] = [fmt_ci(rs[j]) for rs in ratios_all]
+            display[f"{lab} n"] = [fmt_n(rs[j]) for rs in ratios_all]
             display[f"{lab} verdict"] = [fmt_verdict(rs[j]) for rs in ratios_all]
     notes = [n for n in (provenance_note(canon),) if n]
     flat = [rt for rs in ratios_all for rt in rs if rt.value is not None]
     if flat and not any_ci:
         notes.append("Every ratio is a single pass: one timed run per side, so no confidence interval.")
     elif any_ci:
-        notes.append("Ratios are ratios of medians; 95% CI: percentile bootstrap over the repeats of each side. "
-                     "\"single pass\": a side has one run, no interval.")
+        notes.append("Ratios are ratios of medians. \"single pass\": one run on each side, no interval.")
+        notes.append(footnote())
     notes.append(metric.ratio_note())
     return Table(name=name, title=title, data=pd.DataFrame(data_rows), display=display, notes=tuple(notes))
 

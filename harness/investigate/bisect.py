@@ -78,8 +78,8 @@ class Rule(_Frozen):
 
     @property
     def text(self) -> str:
-        return (f"a release differs from the good leg when the {self.confidence:.0%} bootstrap CI of its "
-                f"ratio to the good leg (ratio of medians) excludes 1.0 and the ratio is more than "
+        return (f"a release differs from the good leg when the {self.confidence:.0%} interval of its "
+                f"ratio to the good leg ({stats.METHOD}) excludes 1.0 and the ratio is more than "
                 f"{self.threshold:.0%} away from 1.0; a release with fewer than {self.min_ok} ok repeats, "
                 f"or whose env cannot be resolved or built, is skipped")
 

@@ -1,7 +1,7 @@
 """The repeat study: one model measured several times on two legs ("Is the 0.26 regression real?").
 
 Repeats per leg, median, spread, the gap between the medians against the spread, the ratio's
-bootstrap interval (`harness.analyze.stats.ratio`), how decode-bound each workload is, and checks of
+significance rule's interval (`harness.analyze.stats.ratio`), how decode-bound each workload is, and checks of
 a spread claim and of the main table's single pass against the repeats.
 """
 
@@ -16,7 +16,7 @@ import pandas as pd
 
 from harness.analyze.canonical import METRIC, UNIT, canonicalize, provenance_note
 from harness.analyze.dataset import Dataset
-from harness.analyze.stats import ratio
+from harness.analyze.stats import ALPHA, METHOD, footnote, ratio
 from harness.analyze.tables import MISSING, fmt_ci, fmt_ratio, row_key, short_labels
 from harness.core.errors import UserError
 from harness.investigate.common import (fmt_pct, fmt_value, is_present, leg_pair, mad, names, pick_one,
@@ -47,9 +47,9 @@ def decode_share(rec: RunRecord) -> tuple[float | None, str]:
 
 # --- the repeat study ------------------------------------------------------------------------------
 
-SIGNAL_RULE = ("a workload's difference is signal when the 95% bootstrap interval of the ratio of medians "
-               "excludes 1.0 and the gap between the medians is larger than the larger repeat spread "
-               "(range/median) of the two legs")
+SIGNAL_RULE = (f"a workload's difference is signal when the project's one significance rule ({METHOD}, "
+               f"α={ALPHA:g}, harness.analyze.significance) calls it faster or slower; the gap and the repeat "
+               "spreads are shown beside it, not decided on")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +88,7 @@ def repeat_study(ds: Dataset, *, series: str, model: str | None = None, legs: st
 
     Repeats are the canonical runs of the series (`harness.analyze.canonical`'s rule: ok, clean, not reused
     unless the study allows it, same work); the ratio is new/old for throughput and old/new for
-    latency (above 1.00x the new leg is faster), with `harness.analyze.stats.ratio`'s bootstrap interval.
+    latency (above 1.00x the new leg is faster), with `harness.analyze.stats.ratio`'s interval (the one significance rule).
     `main_series` (default: the study's) adds each leg's single-pass value from the main table.
     """
     where = f"{ds.root} series {series}"
@@ -143,8 +143,7 @@ def repeat_study(ds: Dataset, *, series: str, model: str | None = None, legs: st
         widest = max(spreads) if spreads else None
         gap_over = gap / widest if gap is not None and widest else None
         differs = r.low is not None and (r.low > 1 or r.high < 1)
-        signal = (None if gap_over is None or r.low is None
-                  else bool(differs and gap is not None and widest is not None and gap > widest))
+        signal = None if r.low is None else bool(differs)
         wl_runs = runs[runs["workload"] == w]
         share, source = None, "not recorded"
         if len(wl_runs):
@@ -189,8 +188,8 @@ def repeat_study(ds: Dataset, *, series: str, model: str | None = None, legs: st
     table = pd.DataFrame(rows)
     notes = [n for n in (provenance_note(canon),) if n]
     notes.append(f"Ratio {pair_label(old_label, new_label)}: "
-                 "ratio of medians, above 1.00x the newer leg is faster; 95% CI: percentile bootstrap over "
-                 "each side's repeats (harness.analyze.stats.ratio).")
+                 "ratio of medians, above 1.00x the newer leg is faster (harness.analyze.stats.ratio).")
+    notes.append(footnote())
     notes.append("Spread: (max - min) / median of a leg's repeats (harness.analyze.stats.spread); MAD: median absolute "
                  "deviation / median. Gap: the larger median over the smaller, minus 1.")
     sources = sorted(set(table["decode_share_source"])) if len(table) else []
@@ -201,8 +200,8 @@ def repeat_study(ds: Dataset, *, series: str, model: str | None = None, legs: st
         notes.append(f"{len(excl)} run(s) left out by the canonical rule; see `exclusions`.")
     fewest = min([n for n in (*table.get("old_n", []), *table.get("new_n", [])) if n > 0], default=0)
     if 0 < fewest < 3:
-        notes.append(f"Only {fewest} repeat(s) on a side: the bootstrap resamples so few values that its interval "
-                     "understates the uncertainty; weigh it against the spread.")
+        notes.append(f"Only {fewest} repeat(s) on a side: the rule's interval is wide and only a gap large against "
+                     "the spread reaches a verdict (docs/statistics.md).")
     return RepeatStudy(study=ds.study.name, series=series, model=model, old=old, new=new, old_label=old_label,
                        new_label=new_label, table=table, display=pd.DataFrame(disp), samples=samples,
                        exclusions=excl.reset_index(drop=True), notes=tuple(notes))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analyze.canonical import Canonical
+from harness.analyze.stats import ALPHA, METHOD
 from harness.analyze.tables import _legs, markdown_table, ticked
 from harness.publish import wording as w
 from harness.publish.locate import rel
@@ -40,8 +41,8 @@ def repeat_summary(st: Study) -> str:
     single = cells[cells["n"] == 1]
     rep = cells[cells["n"] >= 2]
     if not len(single):
-        text = (f"Every canonical figure is the median of {w.span(cells['n'])} repeats, with a bootstrap 95% "
-                f"interval on every ratio.")
+        text = (f"Every canonical figure is the median of {w.span(cells['n'])} repeats, with the significance "
+                f"rule's 95% interval on every ratio ({METHOD}, α={ALPHA:g}; docs/statistics.md).")
     elif not len(rep):
         models = list(dict.fromkeys(cells["model"]))
         text = (f"Every canonical figure is a single timed pass ({len(cells)} figures, {w.n(len(models), 'model')}): "
