@@ -40,6 +40,8 @@ COLUMNS: tuple[str, ...] = (
     "source_document", "source_table", "source_note", "started_at", "run_dir",
     # The workload as the run declared it, so analysis never re-reads a run's files.
     "modality", "input_len", "output_len", "workload_spec", "prompts_sha256",
+    # Where the run's time went, and which engine instance measured it.
+    "wall_s", "timed_s", "engine_init_s", "engine_mode", "engine_group", "engine_instance", "engine_position",
 )
 
 
@@ -241,6 +243,11 @@ def _row(rec: RunRecord, run_dir: Path, reuse: tuple[str, bool] | None, log: str
         "modality": rec.workload_spec.get("modality", "text") if rec.workload_spec else None,
         "input_len": rec.workload_spec.get("input_len"), "output_len": rec.workload_spec.get("output_len"),
         "workload_spec": dict(rec.workload_spec), "prompts_sha256": rec.work.prompts_sha256,
+        "wall_s": rec.timing.wall_s, "timed_s": rec.timing.timed_s, "engine_init_s": rec.timing.engine_init_s,
+        "engine_mode": rec.engine.mode if rec.engine else "per-run",
+        "engine_group": rec.engine.group_id if rec.engine else None,
+        "engine_instance": rec.engine.instance if rec.engine else None,
+        "engine_position": rec.engine.position if rec.engine else None,
     }
 
 
