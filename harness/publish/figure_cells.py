@@ -95,8 +95,8 @@ def ratio_caption_md(st: Study) -> str:
         return ""
     df = ratio_rows(st).dropna(subset=["ratio"])
     ci = int(df["low"].notna().sum())
-    bits = [f"{ci} of the {len(df)} ratios have a 95% bootstrap interval (filled dots with bars)" if ci else
-            f"none of the {len(df)} ratios has a bootstrap interval: every side is a single pass (hollow dots)"]
+    bits = [f"{ci} of the {len(df)} ratios have a 95% Welch-t interval (filled dots with bars)" if ci else
+            f"none of the {len(df)} ratios has an interval: every side is a single pass (hollow dots)"]
     if "r_low" in df.columns:
         noise = df[(df["r_low"] <= 1) & (df["r_high"] >= 1) & df["low"].isna()]
         bits.append(f"grey bars are the range the printed rounding allows; {len(noise)} "

@@ -34,7 +34,7 @@ class Cell:
     ratio: float | None
     low: float | None
     high: float | None
-    interval: str | None           # "95% bootstrap" | "rounding" | None
+    interval: str | None           # "95% Welch-t" | "rounding" | None
     verdict: str                   # ratio()'s verdict string ("missing" for a missing side)
     side: str                      # "above" | "below" | "within" the flat band, or "missing"
     printed: float | None = None   # the ratio the source printed (transcribed studies)
@@ -96,7 +96,7 @@ def answer(st: Study) -> Answer:
                                     high=None, interval=None, verdict="missing", side="missing", note=note))
                     continue
                 rt = ratio(a["samples"], b["samples"], higher_is_better=metric.higher_is_better)
-                low, high, interval = rt.low, rt.high, "95% bootstrap" if rt.low is not None else None
+                low, high, interval = rt.low, rt.high, "95% Welch-t" if rt.low is not None else None
                 notes = [x for x in (_pinned(att, old, lo, model), _pinned(att, new, ln, model)) if x]
                 pr, dis = None, False
                 transcribed = "transcribed" in (a["provenance"], b["provenance"])
@@ -172,7 +172,7 @@ def _summary(st: Study, cells: list[Cell], shown: list[Cell]) -> list[str]:
             text += (f" Largest gain: {ticked(best.model)} {best.workload}, {best.step}, {best.ratio:.2f}x; "
                      f"largest loss: {ticked(worst.model)} {worst.workload}, {worst.step}, {worst.ratio:.2f}x.")
         lines.append(text)
-    single = all(c.interval != "95% bootstrap" for c in cells if c.ratio is not None)
+    single = all(c.interval != "95% Welch-t" for c in cells if c.ratio is not None)
     if st.transcribed:
         lines.append("The figures are transcribed, not measured: a single printed figure per side, so the interval "
                      "shown is the one the printed rounding allows, not a confidence interval.")
@@ -217,7 +217,7 @@ def answer_md(st: Study) -> str:
     if ans.shown:
         lines += ["", table_md(answer_table(ans)), "",
                   "_Ratio: above 1.00x the newer leg is faster (throughput new/old, latency old/new). Interval: the "
-                  "95% bootstrap interval where both sides were repeated"
+                  "95% Welch-t interval where both sides were repeated"
                   + ("; for transcribed figures, the range the printed rounding allows" if st.transcribed else "")
                   + ". Verdict: `harness.analyze.stats.ratio`._"]
     return "\n\n".join(ans.summary) + "\n" + "\n".join(lines[len(ans.summary):]) + "\n"
