@@ -70,6 +70,14 @@ def cmd_tables(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_equivalence(a: argparse.Namespace) -> int:
+    from harness.analyze.dataset import load
+    from harness.analyze.equivalence import compare_study, equivalence_md
+
+    print(equivalence_md(compare_study(load(a.study_dir), tuple(a.legs) if a.legs else None)), end="")
+    return 0
+
+
 def cmd_export(a: argparse.Namespace) -> int:
     from harness.analyze.canonical import canonicalize
     from harness.analyze.dataset import load
@@ -182,6 +190,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare legs whose runs did different work (prompts, token or sequence counts); "
                         "CANONICAL.md lists the differences (default: as study.yaml declares, else refused)")
     s.set_defaults(func=cmd_tables)
+
+    s = sub.add_parser("equivalence", help="do two legs' equivalence runs give the same greedy outputs "
+                                           "(same answers, numerical drift, different answers)")
+    s.add_argument("study_dir", type=Path, help="study folder (results/<study>)")
+    s.add_argument("--legs", nargs=2, metavar=("A", "B"),
+                   help="the two legs (names or labels), A the reference (default: each pair of consecutive legs)")
+    s.set_defaults(func=cmd_equivalence)
 
     s = sub.add_parser("export", help="the canonical runs as Parquet + CSV + data dictionary")
     s.add_argument("study_dir", type=Path, help="study folder (results/<study>)")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from harness.analyze.canonical import Canonical, canonical_md, canonicalize
 from harness.analyze.dataset import load
+from harness.analyze.equivalence import write_equivalence
 from harness.analyze.export import export
 from harness.analyze.failure import failure_table
 from harness.analyze.manifest import manifest_md
@@ -36,4 +37,5 @@ def write_study(study_dir: Path, out_dir: Path | None = None, *, allow_reused: b
         os.replace(tmp, path)
         written.append(path)
     written += export(canon, out_dir / "export")
+    written += write_equivalence(ds, out_dir / "tables")
     return canon, written

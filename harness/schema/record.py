@@ -14,6 +14,9 @@ SCHEMA_VERSION history (loading branches on the stored version; `migrate` upgrad
 #     catalogue id), as attributed when the run was recorded; `failure.diagnosis`: the run re-run once
 #     with vLLM's DEBUG logging because its log named no cause. Version-3 records lift unchanged
 #     (class and signature absent: attribution computes them from the log when a dataset loads).
+# 5 - `work.outputs`: what a workload kind that checks the outputs themselves kept (the equivalence
+#     kind: its per-prompt file in the run folder, that file's hash, counts). Version-4 records lift
+#     unchanged (no outputs kept).
 A record newer than this package is refused: upgrade the harness rather than guess.
 """
 
@@ -32,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.core.errors import UserError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 Status = Literal["ok", "failed", "timeout"]
 Provenance = Literal["measured", "transcribed"]
@@ -92,6 +95,7 @@ class Work(_Frozen):
     seed: int | None = None
     passes: int | None = None          # timed passes over the same prompts (min_timed_s / min_passes)
     inputs: dict[str, Any] = Field(default_factory=dict)  # multimodal inputs: counts, hashes, token counts
+    outputs: dict[str, Any] = Field(default_factory=dict)  # per-prompt outputs kept by the kind: file, hash, counts
 
 
 class Timing(_Frozen):
@@ -281,7 +285,12 @@ def _update_to_4(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 4}
 
 
-MIGRATIONS = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4}
+def _update_to_5(old: dict, path: Path) -> dict:
+    """Version 4 -> 5: `work.outputs` is new and optional."""
+    return {**old, "schema_version": 5}
+
+
+MIGRATIONS = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5}
 
 
 def migrate(data: dict, path: Path) -> dict:

@@ -18,6 +18,7 @@ from types import ModuleType
 KINDS: dict[str, str] = {
     "throughput": "harness.workloads.throughput",
     "latency": "harness.workloads.latency",
+    "equivalence": "harness.workloads.equivalence",
 }
 
 MODALITIES: dict[str, str] = {

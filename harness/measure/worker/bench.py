@@ -186,7 +186,10 @@ def measure_one(llm, wl: dict, run_dir: Path, ev: Events, ctx: dict, *, init_s: 
         return modality.build(n, seed, wl, ctx)
 
     _reset_prefix_cache(llm)
-    sp = SamplingParams(n=1, temperature=1.0, top_p=1.0, ignore_eos=True, max_tokens=wl["output_len"])
+    sampling = {"n": 1, "temperature": 1.0, "top_p": 1.0, "ignore_eos": True, "max_tokens": wl["output_len"]}
+    if hasattr(kind, "sampling"):  # a kind that decodes otherwise (greedy, log-probabilities) says how
+        sampling = kind.sampling(wl)
+    sp = SamplingParams(**sampling)
     groups = kind.prompt_groups(wl, build)
     all_prompts = [p for g in groups for p in g]
 
@@ -228,6 +231,8 @@ def measure_one(llm, wl: dict, run_dir: Path, ev: Events, ctx: dict, *, init_s: 
     work = {"num_seqs": len(all_prompts), "prompt_tokens": inputs["prompt_tokens"],
             "output_tokens": timed.output_tokens, "prompts_sha256": inputs["prompts_sha256"], "seed": wl["seed"],
             **{k: v for k, v in inputs.items() if k not in ("prompt_tokens", "prompts_sha256")}}
+    if hasattr(kind, "collect"):  # what a kind keeps of the outputs themselves (files in run_dir)
+        work["outputs"] = kind.collect(timed_outs, wl, run_dir, ctx)
     timing = {"engine_init_s": init_s, "warmup_s": warm_s, "timed_s": timed_s}
     if len(passes) > 1:
         work["passes"] = len(passes)
