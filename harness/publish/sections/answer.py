@@ -14,6 +14,7 @@ import pandas as pd
 
 from harness import workloads
 from harness.analyze import rounding
+from harness.analyze.equivalence import DIFFERENT, equivalence_by_step
 from harness.analyze.stats import band_side, ratio
 from harness.analyze.tables import _legs, ticked
 from harness.publish import wording as w
@@ -40,6 +41,7 @@ class Cell:
     printed: float | None = None   # the ratio the source printed (transcribed studies)
     printed_disagrees: bool = False
     note: str = ""                 # missing side's root cause, pins, rounding
+    answers: str = ""              # the step's output-equivalence verdict for the model (harness.analyze.equivalence)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +83,7 @@ def answer(st: Study) -> Answer:
     att = attributions_by_model(canon.dataset, series=canon.series)
     cells = cells_by_key(canon)
     labels = [lb for _, lb in legs]
+    answers = {k: v.verdict for k, v in equivalence_by_step(canon.dataset).items()}
     out: list[Cell] = []
     for kind in workloads.KINDS:
         metric = rounding.metric_of(kind)
@@ -114,8 +117,9 @@ def answer(st: Study) -> Answer:
                     notes.append("rounding alone could make it 1.00x")
                 out.append(Cell(model=model, workload=workload, kind=kind, step=step, ratio=value, low=low,
                                 high=high, interval=interval, verdict=str(rt.verdict), side=side, printed=pr,
-                                printed_disagrees=dis, note="; ".join(notes)))
-    moved = [c for c in out if c.side in ("above", "below", "missing") or c.verdict in ("faster", "slower")]
+                                printed_disagrees=dis, note="; ".join(notes), answers=answers.get((model, step), "")))
+    moved = [c for c in out if c.side in ("above", "below", "missing") or c.verdict in ("faster", "slower")
+             or c.answers == DIFFERENT]
     shown = _merge_missing(out if len(out) <= SHOW_ALL else moved)
     return Answer(summary=_summary(st, out, shown), cells=out, shown=shown)
 
@@ -204,9 +208,16 @@ def answer_table(ans: Answer) -> pd.DataFrame:
             # Shown where it differs from the recomputed ratio: the source computed it from unrounded figures.
             note = "; ".join(x for x in (f"source printed {c.printed:.2f}x"
                                          + (" ⚠ outside what rounding allows" if c.printed_disagrees else ""), note) if x)
+        answer = c.answers or "—"
+        if c.answers == DIFFERENT and (c.verdict == "faster" or c.side == "above"):
+            answer = "⚠ faster, but " + c.answers   # the speed may come from computing something else
         rows.append({"model · workload": f"{ticked(c.model)} · {c.workload}", "step": c.step,
-                     "ratio [interval]": _ratio_text(c), "verdict": verdict, "why / note": note or "—"})
-    return pd.DataFrame(rows, columns=["model · workload", "step", "ratio [interval]", "verdict", "why / note"])
+                     "ratio [interval]": _ratio_text(c), "verdict": verdict, "answers": answer,
+                     "why / note": note or "—"})
+    cols = ["model · workload", "step", "ratio [interval]", "verdict", "answers", "why / note"]
+    if not any(c.answers for c in ans.shown):  # no equivalence runs in the study: no column
+        cols.remove("answers")
+    return pd.DataFrame(rows, columns=cols)
 
 
 def answer_md(st: Study) -> str:
@@ -219,5 +230,8 @@ def answer_md(st: Study) -> str:
                   "_Ratio: above 1.00x the newer leg is faster (throughput new/old, latency old/new). Interval: the "
                   "95% Welch-t interval where both sides were repeated"
                   + ("; for transcribed figures, the range the printed rounding allows" if st.transcribed else "")
-                  + ". Verdict: `harness.analyze.stats.ratio`._"]
+                  + ". Verdict: `harness.analyze.stats.ratio`."
+                  + (" Answers: whether the step's legs decode the model's equivalence prompts to the same greedy "
+                     "outputs (`harness equivalence`, docs/equivalence.md); ⚠ marks a faster step that gives "
+                     "different answers." if any(c.answers for c in ans.shown) else "") + "_"]
     return "\n\n".join(ans.summary) + "\n" + "\n".join(lines[len(ans.summary):]) + "\n"
