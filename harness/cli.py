@@ -162,6 +162,27 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare_studies(a: argparse.Namespace) -> int:
+    from harness.publish.compare_studies import compare_studies, compare_studies_md
+
+    md = compare_studies_md(compare_studies(a.study_a, a.study_b, band=a.band), one_sided=a.all)
+    if a.out is not None:
+        _out_folder(a.out.parent if a.out.suffix else a.out)
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(md, encoding="utf-8")
+        print(f"compare-studies: {a.out}")
+    else:
+        print(md, end="")
+    return 0
+
+
+def cmd_publish(a: argparse.Namespace) -> int:
+    from harness.publish.bundle import bundle_summary, publish
+
+    print(bundle_summary(publish(a.study_dir, a.dest)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from harness.measure.sweep import SweepArgs
 
@@ -219,6 +240,21 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-quarto", dest="quarto", action="store_false",
                    help="use the Jupyter kernel even if quarto is installed")
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("compare-studies", help="the same (model, workload, step) of two studies side by side: "
+                                               "does it transfer?")
+    s.add_argument("study_a", type=Path)
+    s.add_argument("study_b", type=Path)
+    s.add_argument("--band", type=float, default=0.05, help="flat band around 1.00x (default 0.05)")
+    s.add_argument("--all", action="store_true", help="also list cells only one study has")
+    s.add_argument("--out", type=Path, help="write the markdown to this file instead of stdout")
+    s.set_defaults(func=cmd_compare_studies)
+
+    s = sub.add_parser("publish", help="a citable bundle of a rendered study: card, report, records, logs.tar.gz, "
+                                       "patches/, compare/, and the command that regenerates it")
+    s.add_argument("study_dir", type=Path)
+    s.add_argument("dest", type=Path)
+    s.set_defaults(func=cmd_publish)
 
     s = sub.add_parser("explain", help="why a vLLM run failed: root-cause class, signature, evidence line, fix")
     s.add_argument("logs", nargs="+", metavar="LOG",

@@ -25,6 +25,7 @@ from typing import Any
 from harness import __version__
 
 from harness.core import paths
+from harness.core.source import harness_source
 from harness.core.logs import failure_reason, last_line, strip_prefix, tracebacks  # noqa: F401
 from harness.measure.leg import LegEnv
 from harness.schema.record import Engine, Failure, RunRecord, Timing, now, write
@@ -270,7 +271,7 @@ def finish(spec: RunSpec, run_dir: Path, *, status: str, exit_code: int | None, 
         metrics=worker.metrics if worker is not None and status == "ok" else {},
         work=worker.work if worker is not None else {},
         timing=Timing(wall_s=wall, **(worker.timing if worker is not None else {})),
-        manifest=manifest | {"runner": runner, "lock": spec.leg_env.lock.splitlines()},
+        manifest=manifest | {"runner": runner, "lock": spec.leg_env.lock.splitlines()} | harness_source(run_dir),
         failure=failure, engine=engine, allow_dirty=allow_dirty, dirty=dirty, started_at=started, finished_at=now(),
     )
     write(rec, run_dir)

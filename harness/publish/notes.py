@@ -19,6 +19,10 @@ Placeholders (`{{ kind: key=value, ... }}`, values without commas, or quoted wit
   {{ count: what=passing|pinned|failing|full, leg=LABEL, expect=13 }}  models (full: on every leg)
   {{ bisect: version=0.32.0, stat=median, expect=10,791.69 }}  a step of the study's bisect record
   {{ crosscheck: leg=NAME, model=M, workload=W, stat=harness, expect=12,682 }}  crosscheck median
+  {{ printed: model=M, workload=W, step=0.26->0.29, study=h200-reference, expect=1.17x }}  a ratio the
+      study's source printed without its figures (`printed.yaml`), or the outcome it printed instead
+  {{ transfer: model=M, workload=W, step=0.18->0.26, study=h200-reference, expect=transfers }}  the
+      `compare-studies` verdict for the cell, this study as A
   {{ quoted: 0.71x }}                                          a number from the source, shown with †
 Any computed kind takes `series=S` (another series of the study) and `study=NAME` (another study
 under results/, e.g. the H200 companion), both optional.
@@ -195,6 +199,10 @@ def compute(st: Study, kind: str, a: dict[str, str]) -> str:
         return s
     if kind == "count":
         return str(_count(_canon(st, a), a))
+    if kind == "printed":
+        return _printed(st, a)
+    if kind == "transfer":
+        return _transfer(st, a)
     if kind == "bisect":
         return _bisect(st, a)
     if kind == "crosscheck":
@@ -220,6 +228,42 @@ def _count(canon: Canonical, a: dict[str, str]) -> int:
     if what == "failing":
         return int((att["status"] == "missing").sum())
     raise UserError(f"count: what={what!r} (passing, pinned, failing, full)")
+
+
+def _study_root(st: Study, a: dict[str, str]) -> Path:
+    from harness.core import paths
+
+    return paths.PROJ_ROOT / "results" / a["study"] if a.get("study") else st.root
+
+
+def _printed(st: Study, a: dict[str, str]) -> str:
+    from harness.schema.printed import read_printed
+
+    p = read_printed(_study_root(st, a))
+    old, _, new = a.get("step", "").partition("->")
+    e = p.get(a.get("model", ""), a.get("workload", ""), old.strip(), new.strip()) if p else None
+    if e is None:
+        raise UserError(f"printed: no printed ratio for {a.get('model')} {a.get('workload')} {a.get('step')}")
+    return f"{e.ratio:.2f}x" if e.ratio is not None else str(e.outcome)
+
+
+def _transfer(st: Study, a: dict[str, str]) -> str:
+    """The compare-studies verdict for one cell, this study as A and `study=` as B."""
+    from harness.publish.compare_studies import find
+
+    other = _study_root(st, a)
+    c = _comparison(str(st.root), str(other))
+    row = find(c, a.get("model", ""), a.get("workload", ""), a.get("step", ""))
+    if row is None:
+        raise UserError(f"transfer: no cell {a.get('model')} {a.get('workload')} {a.get('step')} in either study")
+    return row.verdict.split(" (")[0]
+
+
+@lru_cache(maxsize=4)
+def _comparison(a: str, b: str):  # noqa: ANN202
+    from harness.publish.compare_studies import compare_studies
+
+    return compare_studies(a, b)
 
 
 def _bisect(st: Study, a: dict[str, str]) -> str:
