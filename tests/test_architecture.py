@@ -91,3 +91,11 @@ def test_what_the_worker_imports_is_standard_library_only(package):
             for n in names:
                 top = n.split(".")[0]
                 assert top in sys.stdlib_module_names or top in ("harness", "__future__"), f"{f}: imports {n}"
+
+
+def test_no_worker_module_shadows_the_standard_library():
+    # The worker's folder is first on its sys.path (it runs as a script in the leg's venv): a module
+    # there named like a stdlib one (profile, trace, ...) replaces it for vLLM and torch too.
+    import sys
+    clash = [p.name for p in (ROOT / "measure" / "worker").glob("*.py") if p.stem in sys.stdlib_module_names]
+    assert not clash, f"worker modules named like standard-library modules: {clash}"

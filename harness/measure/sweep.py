@@ -35,8 +35,9 @@ from harness.schema.record import RunRecord
 from harness.measure.lock import waiting_node_lock
 from harness.measure.executors import EXECUTORS, Executor, PlannedRun, console, executor_named  # noqa: F401
 from harness.measure.run import RunSpec, kill_orphans
-from harness.measure.scenario import Scenario, load_scenario, scenario_path
-from harness.measure.tinymodel import TINY_MODELS, build_tiny, materialize_architecture
+from harness.measure.scenario import Arm, Profile, Scenario, load_scenario, scenario_path
+from harness.measure.tinymm import TINY_MODELS, build_tiny
+from harness.measure.tinymodel import materialize_architecture
 
 
 
@@ -63,6 +64,7 @@ class SweepArgs:
     order: str | None = None           # alternate | fixed | shuffle; default: the scenario's
     wait_lock_s: float = 0.0           # while another sweep measures on this node: wait this long, not fail
     diagnose: bool = True              # re-run a failed run whose log names no cause, with DEBUG logging
+    profile: int | None = None         # profile this many timed calls per run, as arm `<arm>-profiled`
 
     @classmethod
     def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
@@ -89,6 +91,9 @@ class SweepArgs:
                        help="if another sweep holds this node's lock, wait up to S seconds for it")
         p.add_argument("--order", choices=["alternate", "fixed", "shuffle"],
                        help="leg order within each repeat (default: the scenario's order)")
+        p.add_argument("--profile", type=int, nargs="?", const=3, metavar="N",
+                       help="profile the first N timed generate() calls of every run (default 3) with vLLM's torch "
+                            "profiler hooks, as arm <arm>-profiled; never canonical numbers")
         p.add_argument("--no-diagnose", dest="diagnose", action="store_false",
                        help="do not re-run a failed run whose log names no cause with VLLM_LOGGING_LEVEL=DEBUG")
 
@@ -98,13 +103,15 @@ class SweepArgs:
             raise UserError("--repeats should be at least 1")
         if a.timeout_s is not None and a.timeout_s <= 0:
             raise UserError("--timeout should be positive")
+        if getattr(a, "profile", None) is not None and a.profile < 1:
+            raise UserError("--profile should be at least 1")
         return cls(scenario=a.scenario, results=a.results, study=a.study, legs=tuple(a.legs),
                    models=tuple(a.models), workloads=tuple(a.workloads), arms=tuple(a.arms),
                    repeats=a.repeats, resume=a.resume, retry_failed=a.retry_failed,
                    allow_dirty=a.allow_dirty, timeout_s=a.timeout_s, devices=a.devices,
                    dry_run=a.dry_run, offline=a.offline, executor=a.executor, ray_address=a.ray_address,
                    engine=a.engine, order=a.order, diagnose=getattr(a, "diagnose", True),
-                   wait_lock_s=getattr(a, "wait_lock_s", 0.0))
+                   wait_lock_s=getattr(a, "wait_lock_s", 0.0), profile=getattr(a, "profile", None))
 
 
 @dataclass(kw_only=True)
@@ -195,7 +202,8 @@ def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
                 for wl, an in pairs:
                     spec = RunSpec(study=study, series=sc.series_tag, leg_env=envs[(ln, mn, an)], model=m,
                                    model_path=sources[mn][0], load_format=sources[mn][1], workload=wl,
-                                   arm=next(a for a in sc.arms if a.name == an), repeat=rep,
+                                   arm=profiled_arm(next(a for a in sc.arms if a.name == an), args.profile),
+                                   repeat=rep,
                                    timeout_s=args.timeout_s or sc.timeout_s, devices=args.devices, engine=engine)
                     planned.append(PlannedRun(index=len(planned) + 1, spec=spec,
                                               run_dir=paths.inside(study_dir / "runs", *spec.run_id.split("/"))))
@@ -203,6 +211,15 @@ def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
         for p in planned:
             p.reuse = reusable(p, args.retry_failed)
     return sc, study_dir, planned
+
+
+def profiled_arm(arm: Arm, iterations: int | None) -> Arm:
+    """`--profile N`: the arm, profiled, under its own name, so its runs never replace unprofiled ones."""
+    if iterations is None:
+        return arm
+    prof = (arm.profile or Profile()).model_copy(update={"iterations": iterations})
+    name = arm.name if arm.profile is not None else f"{arm.name}-profiled"
+    return arm.model_copy(update={"name": name, "profile": prof})
 
 
 def leg_order(legs: list[str], repeat: int, order: str, seed: int = 0) -> list[str]:

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.core import paths
-from harness.measure.tinymodel import _corpus
+from harness.measure.tinymodel import _corpus, build_tiny_model
 
 # '1' - first layout: Qwen2VLForConditionalGeneration and WhisperForConditionalGeneration, byte-level
 #       BPE tokenizers with the families' special tokens first, fp32 safetensors.
@@ -316,3 +316,15 @@ def build_tiny_mm_model(family: str, dest: Path | None = None, *, force: bool = 
         if tmp.exists():
             shutil.rmtree(tmp)
     return dest
+
+
+# What a scenario's model `path` may name to get a locally built tiny model.
+TINY_MODELS = {"tiny": "llama", "tiny-qwen2-vl": "qwen2-vl", "tiny-whisper": "whisper"}
+
+
+def build_tiny(name: str) -> Path:
+    """The tiny model a scenario names (`tiny`, `tiny-qwen2-vl`, `tiny-whisper`), built if missing."""
+    family = TINY_MODELS[name]
+    if family == "llama":
+        return build_tiny_model()
+    return build_tiny_mm_model(family)

@@ -172,17 +172,3 @@ def materialize_architecture(config_path: Path) -> Path:
         shutil.rmtree(dest)
     tmp.rename(dest)
     return dest
-
-
-# What a scenario's model `path` may name to get a locally built tiny model.
-TINY_MODELS = {"tiny": "llama", "tiny-qwen2-vl": "qwen2-vl", "tiny-whisper": "whisper"}
-
-
-def build_tiny(name: str) -> Path:
-    """The tiny model a scenario names (`tiny`, `tiny-qwen2-vl`, `tiny-whisper`), built if missing."""
-    family = TINY_MODELS[name]
-    if family == "llama":
-        return build_tiny_model()
-    from harness.measure.tinymm import build_tiny_mm_model
-
-    return build_tiny_mm_model(family)
