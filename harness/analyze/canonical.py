@@ -263,8 +263,7 @@ def canonical_md(canon: Canonical) -> str:
     if len(cells):
         show = pd.DataFrame({
             "leg": cells["leg_label"], "model": [f"`{m}`" for m in cells["model"]], "workload": cells["workload"],
-            "value": [f"{v:,.0f} tok/s" if k == "throughput" else f"{v:.2f} ms/tok"
-                      for v, k in zip(cells["value"], cells["kind"])],
+            "value": [f"{workloads.kind(k).METRIC.fmt(v)} {UNIT[k]}" for v, k in zip(cells["value"], cells["kind"])],
             "repeats": cells["n"], "provenance": cells["provenance"],
             "run": ["<br>".join(f"`{d}`" for d in ds) for ds in cells["run_dirs"]],
         })
