@@ -296,7 +296,7 @@ def _poke(path: Path, key: str, value) -> None:
 
 IMPOSSIBLE = [("infinite", float("inf"), "infinite"), ("negative", -5.0, "negative"),
               ("nan", float("nan"), "NaN"), ("zero", 0.0, "zero"),
-              ("text", "fast", "valid number"), ("bool", True, "valid number")]
+              ("text", "fast", "valid number"), ("bool", True, "valid number"), ("null", None, "missing (null)")]
 
 
 @pytest.mark.parametrize("case", IMPOSSIBLE, ids=[c[0] for c in IMPOSSIBLE])

@@ -42,6 +42,8 @@ COLUMNS: tuple[str, ...] = (
     "modality", "input_len", "output_len", "workload_spec", "prompts_sha256",
     # Where the run's time went, and which engine instance measured it.
     "wall_s", "timed_s", "engine_init_s", "engine_mode", "engine_group", "engine_instance", "engine_position",
+    # A profiled run (never canonical) and the prefill/decode split of vLLM's request stats.
+    "profiled", "ttft_s", "tpot_s", "decode_share",
 )
 
 
@@ -197,6 +199,18 @@ def _read_log(run_dir: Path, problems: list[Problem]) -> str | None:
         return None
 
 
+def _missing_metric(rec: RunRecord) -> str | None:
+    """A run that says `ok` but holds no value of its kind's metric measured nothing usable: it is
+    excluded as such, not quietly passed over."""
+    from harness import workloads
+
+    k = _kind(rec)
+    if rec.status != "ok" or k not in workloads.KINDS:
+        return None
+    key = workloads.kind(k).METRIC.key
+    return None if getattr(rec.metrics, key, None) is not None else f"status ok but metrics.{key} is missing (null)"
+
+
 def _kind(rec: RunRecord) -> str | None:
     k = rec.workload_spec.get("kind")
     if isinstance(k, str):
@@ -248,6 +262,9 @@ def _row(rec: RunRecord, run_dir: Path, reuse: tuple[str, bool] | None, log: str
         "engine_group": rec.engine.group_id if rec.engine else None,
         "engine_instance": rec.engine.instance if rec.engine else None,
         "engine_position": rec.engine.position if rec.engine else None,
+        "profiled": rec.profile is not None,
+        "ttft_s": rec.phases.ttft_s if rec.phases else None, "tpot_s": rec.phases.tpot_s if rec.phases else None,
+        "decode_share": rec.phases.decode_share if rec.phases else None,
     }
 
 
@@ -300,7 +317,7 @@ def load(study_dir: Path | str) -> Dataset:
         except UserError as e:
             problems.append(Problem(path=path, what=str(e).removeprefix(f"{path}: ")))
             continue
-        why = rec.metrics.impossible()
+        why = rec.metrics.impossible() or _missing_metric(rec)
         if why:
             problems.append(Problem(path=path, what=f"impossible metric: {why}; record excluded", kind="excluded"))
             continue
