@@ -222,7 +222,10 @@ table{border-collapse:collapse;margin:1rem 0;font-size:13px;display:block;overfl
 th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f6f8fa}code{background:#f6f8fa;padding:0 3px;border-radius:3px;font-size:90%}
 pre{background:#f6f8fa;padding:.8rem;overflow-x:auto}img{max-width:100%}
-h1,h2{border-bottom:1px solid #d8dee4;padding-bottom:.3rem}"""
+h1,h2{border-bottom:1px solid #d8dee4;padding-bottom:.3rem}
+td code{overflow-wrap:anywhere}
+@media (max-width:600px){main{padding:0 .5rem}table{font-size:11px}th,td{padding:2px 4px}
+p>img{max-width:none}p:has(>img){overflow-x:auto}}"""
 
 
 def to_html(report_md: str) -> str:

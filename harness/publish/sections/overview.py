@@ -74,8 +74,10 @@ def intro(st: Study) -> list[str]:
                      f"{len(tr)} run records, one per printed figure or printed failure, each with "
                      f"`provenance: transcribed` and the table it was read from. None was measured by this harness. "
                      f"The tables below are rebuilt from those records and every ratio is recomputed from them. Only "
-                     f"what the source's tables hold is reproduced; its prose (interpretations, and figures it "
-                     f"quotes from other studies) is not: every sentence here is built from the records.")
+                     f"what the source's tables hold is reproduced as records; its reasoning is restated, in this "
+                     f"project's words, only in the study notes, each labelled with its source, every number in them "
+                     f"either computed from the records at render time or marked as quoted (†). Every other "
+                     f"sentence is built from the records.")
         if (recs["provenance"] == "measured").any():
             n_meas = int((recs["provenance"] == "measured").sum())
             lines[-1] += f" {n_meas} further records are measured; the tables say which."
