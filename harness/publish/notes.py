@@ -9,7 +9,8 @@ records hold: every such number is a placeholder computed at render time, with t
 read (`expect=`), and a note whose computed number no longer matches fails the render, as a strict
 claim does. A number only the source holds is marked as quoted, and shown as such.
 
-Placeholders (`{{ kind: key=value, ... }}`, values without commas, or quoted with "..."):
+Placeholders (`{{ kind: key=value, ..., expect=TEXT }}`; values without commas, or quoted with "...";
+`expect=` last, taking the rest of the placeholder):
   {{ value: model=M, workload=W, leg=LABEL, expect=7,004 }}    a canonical figure (the cell's median)
   {{ ratio: model=M, workload=W, step=0.18->0.26, expect=0.70x }}  ratio of medians, as the tables
       orient it; `ci=yes` adds the 95% interval ("0.70x [0.69, 0.73]"), `rounding=yes` the
@@ -309,8 +310,10 @@ def resolve(st: Study, note: Note) -> tuple[str, bool]:
         if kind == "quoted":
             quoted = True
             return f"{rest.strip().strip(chr(34))}{QUOTED_MARK}"
-        a = _args(rest, where)
-        expect = a.pop("expect", None)
+        # `expect=` comes last and takes the rest, commas included ("7,004", "0.70x [0.69, 0.73]").
+        head, sep, tail = rest.rpartition("expect=")
+        a = _args(head.rstrip().rstrip(",") if sep else rest, where)
+        expect = tail.strip().strip('"') if sep else None
         if expect is None:
             raise UserError(f"{where}: {{{{ {kind}: {rest} }}}} has no expect= (the number the note was written "
                             f"against)")
