@@ -150,7 +150,7 @@ def test_a_record_of_version_3_reads_as_4_without_a_class(tmp_path):
     data["schema_version"] = 3
     (tmp_path / "results.json").write_text(json.dumps(data))
     rec = record.read(tmp_path / "results.json")
-    assert rec.schema_version == 4 and rec.failure.failure_class is None and rec.failure.diagnosis is None
+    assert rec.schema_version == record.SCHEMA_VERSION and rec.failure.failure_class is None and rec.failure.diagnosis is None
 
 
 # --- the silent crash, re-run with DEBUG logging ---------------------------------------------------
