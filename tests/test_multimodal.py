@@ -253,7 +253,7 @@ def test_tiny_image_and_audio_workloads_on_a_real_engine(tmp_path, monkeypatch, 
 
     monkeypatch.setenv("HARNESS_LOCK", str(tmp_path / "measure.lock"))
     path = write_scenario(tmp_path, MM_SCENARIO.format(qwen=qwen, whisper=whisper))
-    recs = {r.workload: r for r in sweep(SweepArgs(scenario=str(path), results=tmp_path / "results"))}
+    recs = {r.workload: r for r in sweep(SweepArgs(scenario=str(path), results=tmp_path / "results")).records}
     img, aud = recs["img"], recs["aud"]
     assert img.status == "ok", img.failure
     assert aud.status == "ok", aud.failure
