@@ -17,6 +17,8 @@ SCHEMA_VERSION history (loading branches on the stored version; `migrate` upgrad
 # 5 - `work.outputs`: what a workload kind that checks the outputs themselves kept (the equivalence
 #     kind: its per-prompt file in the run folder, that file's hash, counts). Version-4 records lift
 #     unchanged (no outputs kept).
+# 6 - `serve`: a serve run's client, SLO and load points (harness.schema.serve). Version-5 records
+#     lift unchanged (no serve run before it).
 A record newer than this package is refused: upgrade the harness rather than guess.
 """
 
@@ -34,8 +36,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.core.errors import UserError
+from harness.schema.serve import ServeResult
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 Status = Literal["ok", "failed", "timeout"]
 Provenance = Literal["measured", "transcribed"]
@@ -199,6 +202,7 @@ class RunRecord(_Frozen):
     manifest: dict[str, Any] = Field(default_factory=dict)
     failure: Failure | None = None
     engine: Engine | None = None
+    serve: ServeResult | None = None   # a serve run's load points (the serve workload kind)
     allow_dirty: bool = False
     dirty: list[str] = Field(default_factory=list)   # what the guards found and were told to allow
     started_at: str | None = None
@@ -290,7 +294,12 @@ def _update_to_5(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 5}
 
 
-MIGRATIONS = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5}
+def _update_to_6(old: dict, path: Path) -> dict:
+    """Version 5 -> 6: `serve` is new and optional."""
+    return {**old, "schema_version": 6}
+
+
+MIGRATIONS = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5, 5: _update_to_6}
 
 
 def migrate(data: dict, path: Path) -> dict:

@@ -18,6 +18,7 @@ from types import ModuleType
 KINDS: dict[str, str] = {
     "throughput": "harness.workloads.throughput",
     "latency": "harness.workloads.latency",
+    "serve": "harness.workloads.serve",
     "equivalence": "harness.workloads.equivalence",
 }
 

@@ -6,6 +6,7 @@ from harness.measure import guard
 from harness.measure.diagnose import diagnose
 from harness.measure.group import execute_group, group_key
 from harness.measure.run import execute
+from harness.measure import serve
 
 
 class LocalExecutor:
@@ -26,6 +27,11 @@ class LocalExecutor:
                 i += 1
                 continue
             dirty = p.dirty + guard.check(guard.gpu_processes(), allow_dirty, "GPU already has processes")
+            if p.spec.workload.kind == "serve":  # the harness drives the leg's server: never in an engine group
+                on_done(p, serve.execute(p.spec, p.run_dir, invocation_id=invocation_id, dirty=dirty,
+                                         allow_dirty=allow_dirty), False)
+                i += 1
+                continue
             if p.spec.engine != "per-group":
                 rec = execute(p.spec, p.run_dir, invocation_id=invocation_id, dirty=dirty, allow_dirty=allow_dirty)
                 if self.diagnose:
@@ -36,7 +42,8 @@ class LocalExecutor:
                 continue
             # The group: this run and the next ones of the same (repeat, leg, model, arm) still to measure.
             j = i + 1
-            while j < len(planned) and planned[j].reuse is None and group_key(planned[j].spec) == group_key(p.spec):
+            while (j < len(planned) and planned[j].reuse is None and planned[j].spec.workload.kind != "serve"
+                   and group_key(planned[j].spec) == group_key(p.spec)):
                 j += 1
             batch = {q.spec.run_id: q for q in planned[i:j]}
 

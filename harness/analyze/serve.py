@@ -1,0 +1,121 @@
+"""Serving results as tables: the load points of a study's canonical serve runs, the throughput-vs-
+interactivity curve of each leg with its Pareto points, the ratio between legs at matched load, and
+cost per million output tokens when the study states a price.
+
+The points live in each record's `serve` block (harness.schema.serve); they are read from the
+canonical runs' records, so a point counts only when its run is a canonical measurement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.analyze.canonical import Canonical
+from harness.analyze.stats import ratio
+from harness.core.errors import UserError
+from harness.schema.record import read
+
+# (column, higher is better): what the ratio table compares at each matched point.
+RATIO_METRICS = (("output_tok_s", True), ("tok_s_per_user", True), ("ttft_p50_ms", False),
+                 ("tpot_p50_ms", False), ("goodput_req_s", True))
+_KEYS = ["model", "leg", "concurrency", "request_rate"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Price:
+    per_hour: float
+    unit: str = "GPU-hour"      # "GPU-hour" is charged per GPU of the run (its tp); anything else per machine
+
+    def devices(self, tp: int) -> int:
+        return tp if self.unit.lower().startswith("gpu") else 1
+
+
+def price_of(canon: Canonical) -> Price | None:
+    raw = canon.study.extra.get("price")
+    if raw is None:
+        return None
+    path = canon.dataset.root / "study.yaml"
+    if not isinstance(raw, dict) or not isinstance(raw.get("per_hour"), (int, float)) or isinstance(
+            raw.get("per_hour"), bool) or raw["per_hour"] <= 0:
+        raise UserError(f"{path}: price: should be {{per_hour: a number > 0, unit: GPU-hour or CPU-hour}}")
+    return Price(per_hour=float(raw["per_hour"]), unit=str(raw.get("unit", "GPU-hour")))
+
+
+def points(canon: Canonical) -> pd.DataFrame:
+    """One row per measured point of every canonical serve run (failed points left out)."""
+    runs = canon.runs
+    runs = runs[runs["kind"] == "serve"] if len(runs) else runs
+    rows: list[dict[str, Any]] = []
+    for _, r in runs.iterrows():
+        rec = read(Path(r["run_dir"]) / "results.json")
+        if rec.serve is None:
+            continue
+        for p in rec.serve.points:
+            if p.status != "ok" or p.metrics is None:
+                continue
+            m = p.metrics
+            rows.append({
+                "model": rec.model, "leg": rec.leg, "workload": rec.workload, "repeat": rec.repeat, "tp": rec.tp,
+                "concurrency": p.concurrency, "request_rate": p.request_rate if p.request_rate is not None else float("inf"),
+                "output_tok_s": m.output_tok_s, "requests_per_s": m.requests_per_s,
+                "tok_s_per_user": m.tok_s_per_user, "goodput_req_s": m.goodput_req_s, "good_share": m.good_share,
+                "ttft_p50_ms": m.ttft_ms.p50, "ttft_p99_ms": m.ttft_ms.p99, "tpot_p50_ms": m.tpot_ms.p50,
+                "tpot_p99_ms": m.tpot_ms.p99, "itl_p50_ms": m.itl_ms.p50, "itl_p99_ms": m.itl_ms.p99,
+                "e2el_p50_ms": m.e2el_ms.p50, "e2el_p99_ms": m.e2el_ms.p99, "failed": m.failed,
+                "requests": m.requests, "client_cpu_share": m.client_cpu_share,
+            })
+    return pd.DataFrame(rows)
+
+
+def curve(pts: pd.DataFrame, price: Price | None = None) -> pd.DataFrame:
+    """Per (model, leg, point): medians over repeats, output tok/s per device, and Pareto membership
+    (no other point of the same leg is at least as good on both throughput per device and tok/s per
+    user and better on one)."""
+    if pts.empty:
+        return pts
+    agg = {c: "median" for c in ("output_tok_s", "requests_per_s", "tok_s_per_user", "goodput_req_s", "ttft_p50_ms",
+                                 "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms",
+                                 "e2el_p50_ms", "e2el_p99_ms")}
+    agg |= {"failed": "sum", "repeat": "nunique", "tp": "first"}
+    c = pts.groupby(_KEYS, as_index=False).agg(agg).rename(columns={"repeat": "repeats"})
+    c["tok_s_per_device"] = c["output_tok_s"] / c["tp"]
+    c["pareto"] = False
+    for _, g in c.groupby(["model", "leg"]):
+        for i, r in g.iterrows():
+            dominated = ((g["tok_s_per_device"] >= r["tok_s_per_device"]) & (g["tok_s_per_user"] >= r["tok_s_per_user"])
+                         & ((g["tok_s_per_device"] > r["tok_s_per_device"]) | (g["tok_s_per_user"] > r["tok_s_per_user"])))
+            c.at[i, "pareto"] = not dominated.any()
+    if price is not None:
+        c["usd_per_m_output_tok"] = [price.per_hour * price.devices(int(tp)) / (tps * 3600) * 1e6 if tps else None
+                                     for tps, tp in zip(c["output_tok_s"], c["tp"])]
+    return c.sort_values(_KEYS).reset_index(drop=True)
+
+
+def pareto(c: pd.DataFrame) -> pd.DataFrame:
+    return c[c["pareto"]] if len(c) else c
+
+
+def ratios(pts: pd.DataFrame, old: str, new: str) -> pd.DataFrame:
+    """At every point both legs measured: each metric's ratio (new/old for higher-is-better, old/new for
+    lower-is-better: above 1.00x the newer leg is better), its interval and verdict over the repeats,
+    by the project's one significance rule (harness.analyze.stats.ratio)."""
+    if pts.empty:
+        return pd.DataFrame()
+    rows = []
+    for (model, conc, rate), g in pts.groupby(["model", "concurrency", "request_rate"]):
+        a, b = g[g["leg"] == old], g[g["leg"] == new]
+        if a.empty or b.empty:
+            continue
+        row: dict[str, Any] = {"model": model, "concurrency": conc, "request_rate": rate}
+        for col, hib in RATIO_METRICS:
+            r = ratio(a[col].dropna().tolist(), b[col].dropna().tolist(), higher_is_better=hib)
+            row[col] = r.value
+            row[f"{col}_ci"] = (r.low, r.high)
+            row[f"{col}_verdict"] = r.verdict
+            row[f"{col}_label"] = r.label()
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,198 @@
+"""The serving load generator: one small async client, identical for every leg.
+
+It runs in the harness's own environment (never the leg's), streams `/v1/completions` with prompts
+given as token-id lists, and times each request the way vLLM's serve benchmark does
+(vllm/benchmarks/lib/endpoint_request_func.py), so the two can be compared on one server:
+  TTFT  - request sent to the first streamed chunk that carries a choice;
+  ITL   - the gaps between consecutive such chunks;
+  E2EL  - request sent to the last such chunk;
+  TPOT  - (E2EL - TTFT) / (output tokens - 1), per request with more than one output token;
+output tokens are the server's own `usage.completion_tokens` (stream_options.include_usage).
+A point's duration runs from its first request's scheduled send to its last completion; warm-up
+requests are sent before it and never enter it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from typing import Any
+
+import numpy as np
+
+CLIENT = "harness-loadgen"
+PERCENTILES = (50, 90, 99)
+
+
+def client_info() -> dict[str, str]:
+    from harness import __version__
+
+    return {"name": CLIENT, "version": __version__, "aiohttp": version("aiohttp")}
+
+
+@dataclass(kw_only=True)
+class RequestResult:
+    ok: bool = False
+    error: str = ""
+    ttft_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    latency_s: float | None = None
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    sent_at: float = 0.0
+
+
+async def one_request(session: Any, url: str, *, model: str, prompt: list[int], max_tokens: int,
+                      timeout_s: float) -> RequestResult:
+    import aiohttp
+
+    payload = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
+               "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    out = RequestResult(prompt_tokens=len(prompt))
+    st = time.perf_counter()
+    out.sent_at = st
+    last = st
+    usage_tokens: int | None = None
+    chunks = 0
+    try:
+        async with session.post(url, json=payload, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status != 200:
+                out.error = f"HTTP {resp.status}: {(await resp.text())[:200]}"
+                return out
+            async for raw in resp.content:
+                line = raw.strip()
+                if not line:
+                    continue
+                data = line.decode("utf-8").removeprefix("data: ")
+                if data == "[DONE]":
+                    continue
+                msg = json.loads(data)
+                if msg.get("choices"):
+                    now = time.perf_counter()
+                    if chunks == 0:
+                        out.ttft_s = now - st
+                    else:
+                        out.itl_s.append(now - last)
+                    last = now
+                    chunks += 1
+                if msg.get("usage"):
+                    usage_tokens = msg["usage"].get("completion_tokens")
+    except (aiohttp.ClientError, asyncio.TimeoutError, json.JSONDecodeError, UnicodeDecodeError, OSError) as e:
+        out.error = f"{type(e).__name__}: {e}"[:300] or type(e).__name__
+        return out
+    if chunks == 0:
+        out.error = "stream ended without a token"
+        return out
+    out.ok = True
+    out.latency_s = last - st
+    out.output_tokens = usage_tokens if usage_tokens is not None else chunks
+    return out
+
+
+def arrival_offsets(n: int, rate: float | None, seed: int) -> list[float]:
+    """When each request is due, in seconds from the point's start: all at 0 without a rate, else
+    seeded Poisson arrivals (exponential gaps of mean 1/rate)."""
+    if rate is None:
+        return [0.0] * n
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    for _ in range(n):
+        out.append(t)
+        t += rng.expovariate(rate)
+    return out
+
+
+@dataclass(kw_only=True)
+class PointRun:
+    results: list[RequestResult]
+    duration_s: float
+    client_cpu_s: float           # this process's CPU time over the point
+
+
+async def _drive(base_url: str, *, model: str, prompts: Sequence[list[int]], max_tokens: int, concurrency: int,
+                 rate: float | None, seed: int, timeout_s: float) -> tuple[list[RequestResult], float]:
+    import aiohttp
+
+    url = base_url.rstrip("/") + "/v1/completions"
+    sem = asyncio.Semaphore(concurrency)
+    offsets = arrival_offsets(len(prompts), rate, seed)
+    conn = aiohttp.TCPConnector(limit=0, force_close=False)
+    async with aiohttp.ClientSession(connector=conn, trust_env=False) as session:
+        t0 = time.perf_counter()
+
+        async def one(i: int) -> RequestResult:
+            delay = t0 + offsets[i] - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            async with sem:
+                return await one_request(session, url, model=model, prompt=list(prompts[i]),
+                                         max_tokens=max_tokens, timeout_s=timeout_s)
+
+        results = await asyncio.gather(*(one(i) for i in range(len(prompts))))
+        return list(results), time.perf_counter() - t0
+
+
+def run_point(base_url: str, *, model: str, prompts: Sequence[list[int]], max_tokens: int, concurrency: int,
+              rate: float | None = None, seed: int = 0, timeout_s: float = 300.0) -> PointRun:
+    cpu0 = time.process_time()
+    results, duration = asyncio.run(_drive(base_url, model=model, prompts=prompts, max_tokens=max_tokens,
+                                           concurrency=concurrency, rate=rate, seed=seed, timeout_s=timeout_s))
+    return PointRun(results=results, duration_s=duration, client_cpu_s=time.process_time() - cpu0)
+
+
+# --- a point's numbers ------------------------------------------------------------------------------
+
+def _dist(values_s: Sequence[float]) -> dict[str, float | None]:
+    """Mean and percentiles in ms (numpy's linear interpolation, as vLLM's benchmark reports them)."""
+    if len(values_s) == 0:
+        return {"mean": None, **{f"p{q}": None for q in PERCENTILES}}
+    a = np.asarray(values_s, dtype=float) * 1000.0
+    return {"mean": float(a.mean()), **{f"p{q}": float(np.percentile(a, q)) for q in PERCENTILES}}
+
+
+def tpot_s(r: RequestResult) -> float | None:
+    if not r.ok or r.output_tokens < 2 or r.latency_s is None or r.ttft_s is None:
+        return None
+    return (r.latency_s - r.ttft_s) / (r.output_tokens - 1)
+
+
+def good(r: RequestResult, *, slo_ttft_ms: float, slo_tpot_ms: float) -> bool:
+    """Whether a request meets the SLO: completed, TTFT and TPOT within their bounds (a one-token
+    request has no TPOT and is judged on its TTFT)."""
+    if not r.ok or r.ttft_s is None or r.ttft_s * 1000 > slo_ttft_ms:
+        return False
+    t = tpot_s(r)
+    return t is None or t * 1000 <= slo_tpot_ms
+
+
+def summarize(run: PointRun, *, slo_ttft_ms: float, slo_tpot_ms: float) -> dict[str, Any]:
+    """A point's metrics: throughputs over the point's duration, latency distributions in ms over its
+    completed requests, failures, and goodput (requests per second meeting the SLO)."""
+    done = [r for r in run.results if r.ok]
+    d = run.duration_s
+    out_tokens = sum(r.output_tokens for r in done)
+    n_good = sum(good(r, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms) for r in run.results)
+    tpots = [t for t in map(tpot_s, done) if t is not None]
+    m: dict[str, Any] = {
+        "requests": len(run.results), "completed": len(done), "failed": len(run.results) - len(done),
+        "duration_s": d, "output_tokens": out_tokens, "prompt_tokens": sum(r.prompt_tokens for r in done),
+        "requests_per_s": len(done) / d if d > 0 else None,
+        "output_tok_s": out_tokens / d if d > 0 and out_tokens else None,
+        "goodput_req_s": n_good / d if d > 0 else None,
+        "good_share": n_good / len(run.results) if run.results else None,
+        "ttft_ms": _dist([r.ttft_s for r in done if r.ttft_s is not None]),
+        "tpot_ms": _dist(tpots),
+        "itl_ms": _dist([x for r in done for x in r.itl_s]),
+        "e2el_ms": _dist([r.latency_s for r in done if r.latency_s is not None]),
+        "client_cpu_share": run.client_cpu_s / d if d > 0 else None,
+        "errors": sorted({r.error for r in run.results if r.error})[:5],
+    }
+    # Tokens per second one user sees while streaming: the inverse of the median TPOT.
+    med = m["tpot_ms"]["p50"]
+    m["tok_s_per_user"] = 1000.0 / med if med else None
+    return m

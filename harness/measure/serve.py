@@ -1,0 +1,269 @@
+"""A serve run: the leg's OpenAI-compatible server under the harness's own load, point by point.
+
+The server is started from the leg's venv (worker/serve_server.py runs vLLM's api_server module) as
+the leader of its own process group on 127.0.0.1 and a free port, with the same parent-death signal
+and group kill as every run (run.process_group), so no server outlives its run, also when the sweep
+is killed. Its output is the run's run.log, which failure attribution reads. The load comes from
+harness.measure.loadgen, in this process: one client for every leg.
+
+A server that never answers /health is a failed run with the cause its log gives. A server that dies
+during a point fails that point (its completed requests are not a measurement of the point); the
+server is started again and the next point goes on. The run is `ok` only when every point measured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from harness.measure import loadgen
+from harness.measure.run import (RunSpec, _safe, emit, finish, prepare_run_dir, process_group, read_events,
+                                 run_environ, worker_spec)
+from harness.schema.record import Failure, RunRecord, now, write
+from harness.schema.serve import PointMetrics, ServePoint, ServeResult
+from harness.schema.wire import WorkerResult
+from harness.workloads import serve as kind
+from harness.workloads import text
+
+SERVER = Path(__file__).resolve().parent / "worker" / "serve_server.py"
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def _flag(key: str, value: Any) -> list[str]:
+    name = "--" + key.replace("_", "-")
+    if value is True:
+        return [name]
+    if value is False:
+        return ["--no-" + key.replace("_", "-")]
+    if value is None:
+        return []
+    return [name, json.dumps(value) if isinstance(value, (dict, list)) else str(value)]
+
+
+def server_args(spec: RunSpec, port: int) -> list[str]:
+    """api_server's command line: the model and the run's engine arguments, as its flags."""
+    wl = spec.workload.work
+    args = {"model": spec.model_path, "served_model_name": served_name(spec), "host": HOST, "port": port,
+            "tensor_parallel_size": spec.model.tp, "seed": wl["seed"]}
+    if spec.model.dtype and spec.model.dtype != "auto":
+        args["dtype"] = spec.model.dtype
+    if spec.model.tokenizer:
+        args["tokenizer"] = spec.model.tokenizer
+    args |= spec.engine_args
+    return [x for k, v in args.items() for x in _flag(k, v)]
+
+
+def served_name(spec: RunSpec) -> str:
+    return _safe(spec.model.name)
+
+
+def _no_proxy() -> urllib.request.OpenerDirector:
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def wait_healthy(base: str, proc: subprocess.Popen, timeout_s: float) -> str | None:
+    """None once /health answers 200; otherwise why not (the server exited, or the timeout)."""
+    opener, deadline = _no_proxy(), time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return f"server exited with code {proc.returncode} before it was healthy"
+        with contextlib.suppress(urllib.error.URLError, OSError, ConnectionError):
+            with opener.open(base + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return None
+        time.sleep(0.5)
+    return f"server not healthy after {timeout_s:.0f} s"
+
+
+class Server:
+    """The leg's server, started again after a death; each start appends to the run's log."""
+
+    def __init__(self, spec: RunSpec, run_dir: Path, env: dict[str, str]) -> None:
+        self.spec, self.run_dir, self.env = spec, run_dir, env
+        self.starts = 0
+        self.port: int | None = None
+        self.proc: subprocess.Popen | None = None
+        self._ctx: contextlib.AbstractContextManager | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def start(self, timeout_s: float) -> tuple[str | None, float]:
+        self.stop()
+        self.starts += 1
+        self.port = free_port()
+        cmd = [str(self.spec.leg_env.python), str(SERVER), str(self.run_dir / "spec.json"), "--",
+               *server_args(self.spec, self.port)]
+        emit(self.run_dir, "server_start", instance=self.starts, port=self.port)
+        t0 = time.monotonic()
+        self._ctx = process_group(cmd, env=self.env, log=self.run_dir / "run.log", cwd=self.run_dir)
+        self.proc = self._ctx.__enter__()
+        why = wait_healthy(self.base, self.proc, timeout_s)
+        init_s = time.monotonic() - t0
+        emit(self.run_dir, "server_ready" if why is None else "server_not_ready", instance=self.starts,
+             seconds=init_s, reason=why)
+        return why, init_s
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def exit_reason(self) -> str:
+        rc = None if self.proc is None else self.proc.poll()
+        if rc is None:
+            return "server stopped answering"
+        return f"server killed by signal {-rc}" if rc < 0 else f"server exited with code {rc}"
+
+    def stop(self) -> None:
+        if self._ctx is not None:
+            self._ctx.__exit__(None, None, None)  # the whole group: api_server, EngineCore, workers
+            emit(self.run_dir, "server_stop", instance=self.starts)
+        self._ctx, self.proc = None, None
+
+
+def _vocab(run_dir: Path) -> int | None:
+    sizes = [e.get("size") for e in read_events(run_dir) if e.get("phase") == "prompt_vocab"]
+    return sizes[-1] if sizes and isinstance(sizes[-1], int) else None
+
+
+def prompts_for(work: dict[str, Any], vocab: int) -> tuple[list[list[list[int]]], list[list[int]]]:
+    """Per point its prompts, and the warm-up prompts: seeded token ids, identical on every leg."""
+    def build(n: int, seed: int) -> list[list[int]]:
+        return text.token_ids(n, work["input_len"], vocab, seed)
+    return kind.prompt_groups(work, build), kind.warmup_prompts(work, build)
+
+
+def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str], allow_dirty: bool,
+            runner: str = "local", attempt: int = 1) -> RunRecord:
+    """Measure one serve run into `run_dir` and write its results.json; never raises for a failed run."""
+    work = spec.workload.work
+    prepare_run_dir(spec, run_dir)
+    worker_spec(spec, run_dir).write(run_dir / "spec.json")
+    env = run_environ(spec)
+    started = now()
+    emit(run_dir, "spawn", leg=spec.leg_env.leg.name, compat_id=spec.leg_env.compat_id, run_id=spec.run_id)
+    t0 = time.monotonic()
+    server = Server(spec, run_dir, env)
+    points: list[ServePoint] = []
+    status, failure_reason, init_s, warm_s = "ok", None, None, 0.0
+    plan = kind.points(work)
+    groups: list[list[list[int]]] = []
+    try:
+        if work.get("modality", "text") != "text":
+            raise _Refused(f"serve workloads send text token ids; modality {work['modality']!r} is not served")
+        why, init_s = server.start(min(work["startup_timeout_s"], spec.timeout_s))
+        if why is not None:
+            status = "timeout" if "not healthy" in why else "failed"
+            failure_reason = why
+        else:
+            vocab = _vocab(run_dir)
+            if vocab is None:
+                raise _Refused("no model files on disk to draw prompt ids from (serve needs config.json or "
+                               "tokenizer.json)")
+            groups, warm = prompts_for(work, vocab)
+            emit(run_dir, "warmup_start", requests=len(warm))
+            w0 = time.monotonic()
+            if warm:
+                loadgen.run_point(server.base, model=served_name(spec), prompts=warm, max_tokens=work["output_len"],
+                                  concurrency=min(len(warm), max(work["concurrency"])),
+                                  timeout_s=work["request_timeout_s"])
+            warm_s = time.monotonic() - w0
+            emit(run_dir, "warmup_end", seconds=warm_s)
+            for p, prompts in zip(plan, groups):
+                if time.monotonic() - t0 > spec.timeout_s:
+                    points.append(_failed_point(p, work, server.starts, f"run timed out after {spec.timeout_s:.0f} s"))
+                    status = "timeout"
+                    continue
+                if not server.alive():
+                    why, _ = server.start(min(work["startup_timeout_s"], spec.timeout_s))
+                    if why is not None:
+                        points.append(_failed_point(p, work, server.starts, f"restart failed: {why}"))
+                        continue
+                points.append(_measure_point(server, spec, p, prompts))
+    except _Refused as e:
+        status, failure_reason = "failed", str(e)
+    finally:
+        server.stop()
+    wall = time.monotonic() - t0
+    if any(pt.status != "ok" for pt in points) and status == "ok":
+        status = "failed"
+        bad = [pt for pt in points if pt.status != "ok"]
+        failure_reason = (f"{len(bad)} of {len(points)} load points failed; first: "
+                          f"{_label(bad[0])}: {bad[0].reason}")
+    emit(run_dir, "exit", status=status, wall_s=wall)
+    measured = [pt.metrics.model_dump() for pt in points if pt.status == "ok" and pt.metrics]
+    timed_s = sum(pt.metrics.duration_s for pt in points if pt.metrics)
+    descr = text.describe([{"prompt_token_ids": ids} for g in groups for ids in g], {}) if groups else {}
+    if points:
+        WorkerResult(metrics=kind.metrics(measured),
+                     work={"num_seqs": sum(pt.metrics.requests for pt in points if pt.metrics),
+                           "prompt_tokens": descr.get("prompt_tokens"),
+                           "output_tokens": sum(pt.metrics.output_tokens for pt in points if pt.metrics),
+                           "prompts_sha256": descr.get("prompts_sha256"), "seed": work["seed"]},
+                     timing={"engine_init_s": init_s, "warmup_s": warm_s, "timed_s": timed_s}).write(run_dir)
+    rec = finish(spec, run_dir, status=status, exit_code=None, sig=None, wall=wall, started=started,
+                 invocation_id=invocation_id, dirty=dirty, allow_dirty=allow_dirty, runner=runner, attempt=attempt)
+    serve = ServeResult(client=loadgen.client_info(), slo_ttft_ms=work["slo_ttft_ms"], slo_tpot_ms=work["slo_tpot_ms"],
+                        server_starts=server.starts, server_port=server.port, points=points)
+    update: dict[str, Any] = {"serve": serve}
+    if rec.status == "ok" and status != "ok":
+        update["status"] = status
+    if status != "ok":
+        # A server that never came up: the log's own cause (its last traceback) when it names one.
+        # Later on, what the harness saw (a point's server died) says more than the log's tail.
+        f = rec.failure or Failure()
+        from_log = f.reason if f.traceback and not points and not f.reason.startswith(("exit code", "timed out")) else None
+        phases = [e["phase"] for e in read_events(run_dir) if e["phase"] not in ("error", "exit")]
+        update["failure"] = f.model_copy(update={"reason": from_log or failure_reason or f.reason,
+                                                 "phase": phases[-1] if phases else f.phase})
+        update["metrics"] = rec.metrics.model_copy(update={"output_tok_s": None, "requests_per_s": None})
+    rec = rec.model_copy(update=update)
+    write(rec, run_dir)
+    return rec
+
+
+class _Refused(Exception):
+    pass
+
+
+def _label(p: ServePoint) -> str:
+    rate = "inf" if p.request_rate is None else f"{p.request_rate:g}"
+    return f"c={p.concurrency} rate={rate}"
+
+
+def _failed_point(p: kind.Point, work: dict[str, Any], instance: int, reason: str) -> ServePoint:
+    return ServePoint(index=p.index, concurrency=p.concurrency, request_rate=p.request_rate,
+                      seed=kind.point_seed(work, p.index), status="failed", reason=reason, server_instance=instance)
+
+
+def _measure_point(server: Server, spec: RunSpec, p: kind.Point, prompts: list[list[int]]) -> ServePoint:
+    work = spec.workload.work
+    seed = kind.point_seed(work, p.index)
+    emit(server.run_dir, "point_start", index=p.index, concurrency=p.concurrency, request_rate=p.request_rate,
+         instance=server.starts)
+    run = loadgen.run_point(server.base, model=served_name(spec), prompts=prompts, max_tokens=work["output_len"],
+                            concurrency=p.concurrency, rate=p.request_rate, seed=seed,
+                            timeout_s=work["request_timeout_s"])
+    m = PointMetrics.model_validate(loadgen.summarize(run, slo_ttft_ms=work["slo_ttft_ms"],
+                                                      slo_tpot_ms=work["slo_tpot_ms"]))
+    reason = ""
+    if not server.alive():
+        reason = f"{server.exit_reason()} during the point ({m.completed} of {m.requests} requests completed)"
+    elif m.completed == 0:
+        reason = f"no request completed: {'; '.join(m.errors) or 'no error text'}"
+    emit(server.run_dir, "point_end", index=p.index, completed=m.completed, failed=m.failed, reason=reason)
+    return ServePoint(index=p.index, concurrency=p.concurrency, request_rate=p.request_rate, seed=seed,
+                      status="failed" if reason else "ok", reason=reason, server_instance=server.starts, metrics=m)

@@ -1,0 +1,92 @@
+"""Serve: the leg's OpenAI-compatible server under online load, point by point.
+
+A serve run starts the leg's server (harness.measure.serve), sends warm-up requests outside the timed
+window, then measures one *point* per (concurrency, request rate): `num_prompts` streamed requests of
+token-id prompts, at most `concurrency` in flight, arriving all at once or as seeded Poisson arrivals
+at `request_rate` per second. Each point's TTFT, TPOT, ITL, end-to-end latency, throughputs and
+goodput under the SLO are in the record's `serve.points`; the run's own metric (what the per-kind
+table shows) is the highest output throughput of its points.
+
+Standard library only, like every kind (the worker side imports the registry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.workloads.base import Metric
+
+NAME = "serve"
+METRIC = Metric(key="output_tok_s", unit="tok/s", higher_is_better=True,
+                title="Serving: peak output throughput over the load points (tok/s, higher is better)",
+                digits=1, thousands=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Params:
+    concurrency: list[int] = field(default_factory=lambda: [1, 4, 16])  # requests in flight at most
+    # Requests per second, seeded Poisson arrivals; empty: every request is sent at once and only
+    # `concurrency` paces them (vLLM's `--request-rate inf`). Points: every concurrency x every rate.
+    request_rate: list[float] = field(default_factory=list)
+    num_prompts: int = 32          # timed requests per point
+    warmup_requests: int = 4       # sent before the first point, outside every timed window
+    slo_ttft_ms: float = 1000.0    # goodput: a request is good when it meets both
+    slo_tpot_ms: float = 100.0
+    startup_timeout_s: float = 600.0   # the server's /health must answer within this
+    request_timeout_s: float = 300.0   # one request, first byte to last
+
+    def __post_init__(self) -> None:
+        if not self.concurrency or any(c <= 0 for c in self.concurrency):
+            raise ValueError("concurrency: a non-empty list of integers greater than 0")
+        if any(not r > 0 for r in self.request_rate):
+            raise ValueError("request_rate: every rate should be greater than 0 (leave it empty for no pacing)")
+        for name in ("num_prompts", "slo_ttft_ms", "slo_tpot_ms", "startup_timeout_s", "request_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}: should be greater than 0")
+        if self.warmup_requests < 0:
+            raise ValueError("warmup_requests: should be 0 or more")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Point:
+    index: int
+    concurrency: int
+    request_rate: float | None     # None: no pacing
+
+    @property
+    def label(self) -> str:
+        rate = "inf" if self.request_rate is None else f"{self.request_rate:g}"
+        return f"c={self.concurrency} rate={rate}"
+
+
+def points(work: dict[str, Any]) -> list[Point]:
+    rates = list(work.get("request_rate") or []) or [None]
+    combos = [(c, r) for c in work["concurrency"] for r in rates]
+    return [Point(index=i, concurrency=c, request_rate=r) for i, (c, r) in enumerate(combos)]
+
+
+Build = Callable[[int, int], list[Any]]   # (count, seed) -> prompts
+
+
+def point_seed(work: dict[str, Any], index: int) -> int:
+    # Fresh prompts per point: the server's prefix cache never serves a point from an earlier one.
+    return work["seed"] + 1000 * (index + 1)
+
+
+def prompt_groups(work: dict[str, Any], build: Build) -> list[list[Any]]:
+    return [build(work["num_prompts"], point_seed(work, p.index)) for p in points(work)]
+
+
+def warmup_prompts(work: dict[str, Any], build: Build) -> list[Any]:
+    return build(work["warmup_requests"], work["seed"] + 10_000)
+
+
+def metrics(point_metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's metrics from its measured points: the peak output throughput and that point's rates."""
+    ok = [p for p in point_metrics if p.get("output_tok_s")]
+    if not ok:
+        return {}
+    best = max(ok, key=lambda p: p["output_tok_s"])
+    return {"output_tok_s": best["output_tok_s"], "requests_per_s": best["requests_per_s"]}
