@@ -313,3 +313,29 @@ def falsification_heatmap(passed: pd.DataFrame, outcomes: pd.DataFrame, *, title
 
 __all__ = ["arm_bars", "coverage_heatmap", "dispersion_strip", "falsification_heatmap", "ratio_dots",
            "ratio_vs_decode", "repeat_strip"]
+
+
+def serve_curve(curve: pd.DataFrame, *, model: str, device: str = "device",
+                title: str = "Throughput vs interactivity") -> Figure:
+    """One model's serving curve per leg: output tok/s per device against tok/s per user (one point per
+    load point, labelled with its concurrency), the Pareto points ringed. Columns: leg, concurrency,
+    tok_s_per_device, tok_s_per_user, pareto."""
+    c = curve[curve["model"] == model] if len(curve) else curve
+    if c.empty:
+        return _empty(f"{title}: {model}", "No measured serving points.")
+    fig = Figure(figsize=(6.4, 4.2))
+    ax = fig.add_subplot()
+    for (leg, g), color in zip(c.groupby("leg", sort=False), sns.color_palette("colorblind", c["leg"].nunique())):
+        g = g.sort_values("tok_s_per_user")
+        ax.plot(g["tok_s_per_user"], g["tok_s_per_device"], "-o", color=color, label=leg, ms=4)
+        front = g[g["pareto"]]
+        ax.scatter(front["tok_s_per_user"], front["tok_s_per_device"], s=90, facecolors="none", edgecolors=color)
+        for _, r in g.iterrows():
+            ax.annotate(f"c={int(r['concurrency'])}", (r["tok_s_per_user"], r["tok_s_per_device"]), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("tok/s per user (1000 / median TPOT)")
+    ax.set_ylabel(f"output tok/s per {device}")
+    ax.set_title(f"{title}: {model}")
+    ax.legend(title="leg (ringed: Pareto points)", fontsize=8)
+    _finish(fig, None, "Medians over repeats; each point is one load point (concurrency c).")
+    return fig

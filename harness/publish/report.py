@@ -37,6 +37,7 @@ from harness.publish.sections import headline as _headline
 from harness.publish.sections import limitations as _limits
 from harness.publish.sections import navigate as _nav
 from harness.publish.sections import overview as _overview
+from harness.publish.sections import serving as _serving
 from harness.publish.sections import supporting as _supporting
 from harness.publish.strict import ClaimFailed
 from harness.publish.study import Study, load_study, series_canons
@@ -60,6 +61,7 @@ claims_md, headline_md = _aligned(_headline.claims_md), _headline.headline_md
 limitations_md, sources_md = _limits.limitations_md, _limits.sources_md
 stack_md, supporting_md = _aligned(_supporting.stack_md), _aligned(_supporting.supporting_md)
 links_md, citation_md = _nav.links_md, _nav.citation_md
+serving_md, serving_figures = _aligned(_serving.serving_md), _serving.serving_figures
 
 __all__ = [
     "QMD", "Claim", "ClaimFailed", "ClaimParams", "Note", "Png", "RenderError", "RenderResult", "Step", "Study",

@@ -1,0 +1,81 @@
+"""The serving section: per model, each leg's throughput-vs-interactivity curve with its Pareto points,
+and the ratio between the study's first two legs at matched load (the project's one significance rule),
+with cost per million output tokens when study.yaml states a price (`price: {per_hour, unit}`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from harness.analyze import serve as aserve
+from harness.analyze.tables import _legs
+from harness.publish.study import Study
+
+
+@dataclass(frozen=True, kw_only=True)
+class Serving:
+    curve: pd.DataFrame                 # analyze.serve.curve: medians per (model, leg, point), pareto
+    ratios: pd.DataFrame                # analyze.serve.ratios between `old` and `new`
+    old: str | None
+    new: str | None
+    price: aserve.Price | None
+
+
+def serving(st: Study) -> Serving:
+    pts = aserve.points(st.canon)
+    price = aserve.price_of(st.canon)
+    legs = [n for n, _ in _legs(st.canon)]
+    old, new = (legs[0], legs[1]) if len(legs) >= 2 else (None, None)
+    ratios = aserve.ratios(pts, old, new) if old and new else pd.DataFrame()
+    return Serving(curve=aserve.curve(pts, price), ratios=ratios, old=old, new=new, price=price)
+
+
+def _rate(v: float) -> str:
+    return "∞" if v == float("inf") else f"{v:g}"
+
+
+def _n(v: object, digits: int = 1) -> str:
+    return "—" if v is None or pd.isna(v) else f"{v:,.{digits}f}"
+
+
+def serving_md(st: Study) -> str:
+    s = serving(st)
+    if s.curve.empty:
+        return ""
+    out = ["## Serving under load\n",
+           "Each leg's OpenAI-compatible server, driven by the harness's own streaming client (the same for every "
+           "leg). Per load point: medians over repeats; TTFT and TPOT are the point's p50 over its requests; "
+           "tok/s per user is 1000 / median TPOT. Pareto: no other point of the same leg is better on both axes.\n"]
+    cost = s.price is not None and "usd_per_m_output_tok" in s.curve
+    for model, g in s.curve.groupby("model", sort=False):
+        head = ("| leg | c | rate | output tok/s | per device | tok/s per user | TTFT p50 / p99 ms | TPOT p50 / p99 ms "
+                "| goodput req/s | failed | Pareto |" + (f" cost per M output tok ({s.price.unit}) |" if cost else ""))
+        out += [f"### {model}\n", head, "|" + "---|" * (head.count("|") - 1)]
+        for _, r in g.iterrows():
+            row = (f"| {st.canon.study.label(r['leg'])} | {int(r['concurrency'])} | {_rate(r['request_rate'])} "
+                   f"| {_n(r['output_tok_s'])} | {_n(r['tok_s_per_device'])} | {_n(r['tok_s_per_user'])} "
+                   f"| {_n(r['ttft_p50_ms'])} / {_n(r['ttft_p99_ms'])} | {_n(r['tpot_p50_ms'], 2)} / {_n(r['tpot_p99_ms'], 2)} "
+                   f"| {_n(r['goodput_req_s'], 2)} | {int(r['failed'])} | {'yes' if r['pareto'] else ''} |")
+            out.append(row + (f" {_n(r['usd_per_m_output_tok'], 2)} |" if cost else ""))
+        out.append("")
+        rt = s.ratios[s.ratios["model"] == model] if len(s.ratios) else s.ratios
+        if len(rt):
+            lab = (st.canon.study.label(s.old), st.canon.study.label(s.new))
+            out += [f"Ratios at matched load, {lab[1]} vs {lab[0]} (above 1.00x the newer leg is better; 95% interval "
+                    "over repeats):\n",
+                    "| c | rate | output tok/s | tok/s per user | TTFT p50 | TPOT p50 | goodput |", "|---|---|---|---|---|---|---|"]
+            for _, r in rt.iterrows():
+                cells = [f"{r[f'{k}_label']} {r[f'{k}_verdict']}" for k, _ in aserve.RATIO_METRICS]
+                out.append(f"| {int(r['concurrency'])} | {_rate(r['request_rate'])} | " + " | ".join(cells) + " |")
+            out.append("")
+    return "\n".join(out) + "\n"
+
+
+def serving_figures(st: Study) -> list:
+    from harness.publish.figures import serve_curve
+
+    s = serving(st)
+    device = "GPU" if st.canon.runs["device"].astype(str).str.contains("GPU|NVIDIA|B200|H200", regex=True).any() \
+        else "CPU host"
+    return [serve_curve(s.curve, model=m, device=device) for m in s.curve["model"].unique()] if len(s.curve) else []
