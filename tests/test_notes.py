@@ -1,0 +1,99 @@
+"""Study notes (harness.publish.notes): front matter checked, placeholders computed from the data, a
+note whose computed number no longer matches failing the render, quoted numbers marked; and the
+shipped notes written by the rule (no digit outside a placeholder or a code span)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.core import paths
+from harness.core.errors import InvalidFileError, UserError
+from harness.publish.notes import QUOTED_MARK, notes_md, read_note, study_notes
+from harness.publish.study import load_study
+from harness.publish.strict import ClaimFailed
+
+H200 = paths.RESULTS / "h200"
+needs_h200 = pytest.mark.skipif(not (H200 / "study.yaml").exists(), reason="results/h200 not present")
+
+
+def _note(d: Path, name: str, body: str, front: str = "title: T\nsection: answer\nprovenance: analysis\n") -> Path:
+    (d / "notes").mkdir(parents=True, exist_ok=True)
+    p = d / "notes" / name
+    p.write_text(f"---\n{front}---\n{body}\n", encoding="utf-8")
+    return p
+
+
+@pytest.fixture()
+def h200(tmp_path: Path) -> Path:
+    if not (H200 / "study.yaml").exists():
+        pytest.skip("results/h200 not present")
+    d = tmp_path / "h200"
+    shutil.copytree(H200, d, ignore=shutil.ignore_patterns("report", "notes"))
+    return d
+
+
+def _value(d: Path) -> str:
+    st = load_study(d)
+    c = st.canon.cells[(st.canon.cells["workload"] == "mixed")].iloc[0]
+    return c["model"], f"{float(c['value']):,.0f}"
+
+
+def test_front_matter_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(InvalidFileError, match="source"):
+        read_note(_note(tmp_path, "a.md", "x", "title: T\nsection: answer\nprovenance: study\n"))
+    with pytest.raises(InvalidFileError, match="section"):
+        read_note(_note(tmp_path, "b.md", "x", "title: T\nsection: nowhere\nprovenance: analysis\n"))
+    with pytest.raises(InvalidFileError, match="front matter"):
+        (tmp_path / "notes" / "c.md").write_text("no front matter\n")
+        read_note(tmp_path / "notes" / "c.md")
+
+
+def test_placeholders_are_computed_and_quoted_numbers_marked(h200: Path) -> None:
+    model, val = _value(h200)
+    _note(h200, "n.md", f"Measured {{{{ value: model={model}, workload=mixed, leg=0.26, expect={val} }}}} tok/s; "
+                        f"the source said {{{{ quoted: 42x }}}}.",
+          "title: Numbers\nsection: answer\nprovenance: study\nsource: a paper\n")
+    md = notes_md(load_study(h200), "answer")
+    assert f"Measured {val} tok/s" in md and f"42x{QUOTED_MARK}" in md
+    assert "restated in this project's words; source: a paper" in md and "quoted from a paper" in md
+    assert notes_md(load_study(h200), "headline") == ""
+
+
+def test_a_note_that_no_longer_matches_the_data_fails(h200: Path) -> None:
+    model, val = _value(h200)
+    _note(h200, "n.md", f"{{{{ value: model={model}, workload=mixed, leg=0.26, expect=1,234,567 }}}}")
+    with pytest.raises(ClaimFailed, match=f"computes {val} from the data, the note says 1,234,567"):
+        notes_md(load_study(h200), "answer")
+
+
+def test_a_computed_number_needs_expect_and_a_known_cell(h200: Path) -> None:
+    model, _ = _value(h200)
+    _note(h200, "n.md", f"{{{{ value: model={model}, workload=mixed, leg=0.26 }}}}")
+    with pytest.raises(UserError, match="no expect="):
+        notes_md(load_study(h200), "answer")
+    _note(h200, "n.md", "{{ value: model=nope, workload=mixed, leg=0.26, expect=1 }}")
+    with pytest.raises(UserError, match="no canonical cell nope"):
+        notes_md(load_study(h200), "answer")
+
+
+def _bare_digits(body: str) -> list[str]:
+    text = re.sub(r"\{\{.*?\}\}", "", body, flags=re.S)
+    text = re.sub(r"`[^`]*`", "", text)
+    text = re.sub(r"\[[^\]]*\]\([^)]*\)", "", text)
+    return re.findall(r"[^\s]*\d[^\s]*", text)
+
+
+@pytest.mark.parametrize("study", sorted(p.name for p in paths.RESULTS.iterdir() if (p / "notes").is_dir()))
+def test_shipped_notes_resolve_and_type_no_number(study: str) -> None:
+    """Every shipped note resolves against its study's data, and carries no number that is neither a
+    placeholder nor a code span (versions, file:line references, settings)."""
+    st = load_study(paths.RESULTS / study)
+    for note in study_notes(st.root):
+        assert _bare_digits(note.body) == [], f"{note.path}: typed numbers"
+        for section in ("answer", "headline", "coverage", "failures", "supporting", "diagnostics", "stack",
+                        "limitations", "defects"):
+            notes_md(st, section)
