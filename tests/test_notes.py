@@ -80,11 +80,16 @@ def test_a_computed_number_needs_expect_and_a_known_cell(h200: Path) -> None:
         notes_md(load_study(h200), "answer")
 
 
-def _bare_digits(body: str) -> list[str]:
+def _bare_numbers(body: str, labels: list[str]) -> list[str]:
+    """Numbers typed in a note's prose: not in a placeholder, a code span or a link, not a leg label
+    ("0.26", "0.18 → 0.26") and not a list marker; digits inside names (H200, SM100, bf16) are names."""
     text = re.sub(r"\{\{.*?\}\}", "", body, flags=re.S)
     text = re.sub(r"`[^`]*`", "", text)
     text = re.sub(r"\[[^\]]*\]\([^)]*\)", "", text)
-    return re.findall(r"[^\s]*\d[^\s]*", text)
+    text = re.sub(r"^\s*\d+\.\s", "", text, flags=re.M)
+    for lb in sorted(labels, key=len, reverse=True):
+        text = re.sub(rf"(?<![\w.]){re.escape(lb)}(?![\d.]\d)", "", text)
+    return re.findall(r"(?<![\w.\-/])\d[\d,.]*(?:x|%)?(?![\w])", text)
 
 
 @pytest.mark.parametrize("study", sorted(p.name for p in paths.RESULTS.iterdir() if (p / "notes").is_dir()))
@@ -93,7 +98,13 @@ def test_shipped_notes_resolve_and_type_no_number(study: str) -> None:
     placeholder nor a code span (versions, file:line references, settings)."""
     st = load_study(paths.RESULTS / study)
     for note in study_notes(st.root):
-        assert _bare_digits(note.body) == [], f"{note.path}: typed numbers"
+        labels = [lg.label for lg in st.canon.study.legs]
+        assert _bare_numbers(note.body, labels) == [], f"{note.path}: typed numbers"
         for section in ("answer", "headline", "coverage", "failures", "supporting", "diagnostics", "stack",
                         "limitations", "defects"):
             notes_md(st, section)
+
+
+def test_the_typed_number_check_finds_typed_numbers() -> None:
+    assert _bare_numbers("it is 1.23x and 45% and 7,004 tok/s on 0.18, H200", ["0.18"]) == ["1.23x", "45%", "7,004"]
+    assert _bare_numbers("{{ value: leg=0.18, expect=7,004 }} `4.5.3` on 0.18 → 0.26", ["0.18", "0.26"]) == []
