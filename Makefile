@@ -20,7 +20,7 @@ LAB_ARGS ?=
 # Chromium for the browser checks and screenshots of the shipped reports (Debian's `chromium`).
 CHROMIUM ?= chromium
 
-.PHONY: setup main test tables report quarto lab screenshots clean-cache
+.PHONY: setup main test test-tools tables report quarto lab screenshots clean-cache
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,8 +51,19 @@ main: setup
 	$(PY) -m harness report results/$(MAIN_STUDY)
 	@echo "records: results/$(MAIN_STUDY)/runs   tables: results/$(MAIN_STUDY)/derived   report: results/$(MAIN_STUDY)/report"
 
-test: setup
+# The whole suite. What its report and browser tests need comes first where it can be had: Quarto from
+# QUARTO_SRC (when that folder exists) and Chromium from the system's package manager (when it is
+# missing and apt-get is there); without either, those tests skip and say why.
+test: setup test-tools
 	$(PY) -m pytest -q
+
+test-tools:
+	@if ! command -v quarto >/dev/null 2>&1 && [ ! -x $(QUARTO_DIR)/bin/quarto ] && [ -f $(QUARTO_SRC)/install.sh ]; then \
+	    bash $(QUARTO_SRC)/install.sh $(QUARTO_DIR); fi
+	@if ! command -v $(CHROMIUM) >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then \
+	    SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	    $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends chromium \
+	    || echo "make test: chromium could not be installed; the browser tests will skip" >&2; fi
 
 tables: setup
 	$(PY) -m harness tables results/$(STUDY)
