@@ -420,6 +420,13 @@ def describe(modality: str, prompts: list[dict[str, Any]], ctx: dict[str, Any], 
     if outputs is not None:
         counts = engine_counts(outputs, None if info["encoder_decoder"] else pid)
         if info["encoder_decoder"]:
+            # vLLM pads every clip to the encoder's window (Whisper: max_source_positions, 1,500), but
+            # not every release returns the encoder prompt (0.27.1 hands back none): counted from
+            # config.json on every leg, so legs stay comparable; what the engine returned is kept.
+            counts["engine_encoder_prompt_tokens"] = counts["encoder_prompt_tokens"]
+            per_clip = info["config"].get("max_source_positions")
+            if isinstance(per_clip, int):
+                counts["encoder_prompt_tokens"] = per_clip * len(items)
             counts["placeholder_tokens"] = counts["encoder_prompt_tokens"]
         out |= counts
         # Total tok/s counts what the engine processed: the prompt after placeholder expansion plus
