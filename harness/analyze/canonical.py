@@ -26,7 +26,8 @@ median of every repeat that passes all of these checks, in this order; the sampl
 
 1. The run finished with status `ok` and recorded the workload's metric: total tokens per second
    for a throughput workload, milliseconds per output token for a latency workload.
-2. It was not measured under `--allow-dirty`.
+2. It was not measured under `--allow-dirty`, and not profiled (a profiled run's throughput includes
+   the profiler's cost; its profile is evidence of where the time went, not a number to compare).
 3. {reused_rule}
 4. It did the same work as the other legs: `num_seqs` and `output_tokens`, where recorded, equal the
    value a strict majority of the (model, workload)'s runs recorded. Without such a majority every
@@ -173,6 +174,9 @@ def canonicalize(ds: Dataset, *, series: str | None = None, arm: str = "default"
         reasons[idx] = "no metric recorded for this workload's kind"
     for idx in sel.index[sel["allow_dirty"].astype(bool)]:
         reasons.setdefault(idx, f"measured under --allow-dirty ({'; '.join(sel.at[idx, 'dirty']) or 'nothing found'})")
+    for idx in sel.index[sel["profiled"].map(_true)]:
+        reasons.setdefault(idx, "profiled run: the torch profiler's cost is in its timed region "
+                                "(its profile is in the run folder, not a canonical number)")
     for idx in sel.index[reused]:
         reasons.setdefault(idx, f"reused by --resume in sweep {sel.at[idx, 'reused_by']} "
                                 f"(measured by {sel.at[idx, 'invocation_id']})")

@@ -28,10 +28,14 @@ def decode_share(rec: RunRecord) -> tuple[float | None, str]:
     """How decode-bound the run's workload is: output tokens as a share of all tokens, and where the
     numbers come from.
 
-    The tokens the run actually processed (`work`) come first. Without them, the workload's declared
+    Measured time comes first: the share of each request's time spent decoding (first to last token)
+    against time to first token, from vLLM's request stats (`phases`, harness.measure.worker.kernel_trace).
+    Then the tokens the run actually processed (`work`). Without them, the workload's declared
     lengths (`workload_spec`); for an image, video or audio workload those count only the text part of
     the prompt, so the share is an upper bound and says so. Transcribed records usually hold neither.
     """
+    if rec.phases is not None and rec.phases.decode_share is not None:
+        return rec.phases.decode_share, "measured decode time"
     p, o = rec.work.prompt_tokens, rec.work.output_tokens
     if p is not None and o is not None and p + o > 0:
         return o / (p + o), "measured tokens"
@@ -181,7 +185,7 @@ def repeat_study(ds: Dataset, *, series: str, model: str | None = None, legs: st
             "spread (MAD/median)": f"{fmt_pct(mad(s_old))} / {fmt_pct(mad(s_new))}",
             "gap": fmt_pct(gap),
             "gap / spread": MISSING if gap_over is None else f"{gap_over:.1f}x",
-            "decode share": fmt_pct(share, 0) + (" *" if share is not None and source != "measured tokens" else ""),
+            "decode share": fmt_pct(share, 0) + (" *" if share is not None and not source.startswith("measured") else ""),
         })
     excl = canon.exclusions
     excl = excl[(excl["model"] == model) & excl["leg"].isin([old, new]) & excl["workload"].isin(wl_order)]
@@ -193,8 +197,10 @@ def repeat_study(ds: Dataset, *, series: str, model: str | None = None, legs: st
     notes.append("Spread: (max - min) / median of a leg's repeats (harness.analyze.stats.spread); MAD: median absolute "
                  "deviation / median. Gap: the larger median over the smaller, minus 1.")
     sources = sorted(set(table["decode_share_source"])) if len(table) else []
-    starred = any(s not in ("measured tokens", "not recorded") for s in sources)
-    notes.append("Decode share: output tokens / (prompt + output tokens) of the workload; source: "
+    starred = any(s not in ("measured tokens", "measured decode time", "not recorded") for s in sources)
+    notes.append("Decode share: decode time / (time to first token + decode time) per request, median, where vLLM's "
+                 "request stats were recorded (measured decode time); otherwise output tokens / (prompt + output "
+                 "tokens) of the workload; source: "
                  + "; ".join(sources) + (" (* not from measured tokens)" if starred else "") + ".")
     if len(excl):
         notes.append(f"{len(excl)} run(s) left out by the canonical rule; see `exclusions`.")

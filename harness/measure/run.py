@@ -28,7 +28,7 @@ from harness.core import paths
 from harness.core.source import harness_source
 from harness.core.logs import failure_reason, last_line, strip_prefix, tracebacks  # noqa: F401
 from harness.measure.leg import LegEnv
-from harness.schema.record import Engine, Failure, RunRecord, Timing, now, write
+from harness.schema.record import Engine, Failure, Phases, Profile, RunRecord, Timing, now, write
 from harness.schema.wire import WorkerSpec, read_result
 from harness.measure.scenario import Arm, Model, Workload
 
@@ -74,7 +74,9 @@ class RunSpec:
         blob = {
             "harness": __version__, "leg": self.leg_env.leg.name, "compat_id": self.leg_env.compat_id,
             "pins": list(self.leg_env.pins), "model": self.model.model_dump(), "model_path": self.model_path,
-            "workload": self.workload.work, "arm": self.arm.model_dump(exclude={"description"}),
+            "workload": self.workload.work,
+            # An arm without a profile hashes as arms did before profiles existed.
+            "arm": self.arm.model_dump(exclude={"description"} | ({"profile"} if self.arm.profile is None else set())),
             "engine_args": self.engine_args, "repeat": self.repeat,
         }
         if self.engine != "per-run":  # per-run is what every record before engine reuse measured
@@ -181,7 +183,21 @@ def _read_json(path: Path) -> dict:
     return {}
 
 
-RUN_FILES = ("results.json", "worker.json", "manifest.json", "run.jsonl", "run.log", "spec.json")
+def _profile(run_dir: Path) -> Profile:
+    """What the worker's profile.json says of a profiled run (one that died before it: only that it was profiled)."""
+    data = _read_json(run_dir / "profile.json")
+    s = data.get("summary") or {}
+    return Profile(**{k: v for k, v in data.items() if k in Profile.model_fields and k != "summary"},
+                   **{k: s.get(k) for k in ("device", "profiled_s", "steps")})
+
+
+def _phases(run_dir: Path) -> Phases | None:
+    split = _read_json(run_dir / "requests.json").get("split")
+    return Phases(**split) if isinstance(split, dict) else None
+
+
+RUN_FILES = ("results.json", "worker.json", "manifest.json", "run.jsonl", "run.log", "spec.json",
+             "profile.json", "profile.md", "requests.json")
 
 
 def prepare_run_dir(spec: RunSpec, run_dir: Path) -> None:
@@ -203,6 +219,10 @@ def run_environ(spec: RunSpec) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     if spec.devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = spec.devices
+    if spec.arm.profile is not None:
+        env["HARNESS_PROFILE"] = spec.arm.profile.model_dump_json()  # harness.measure.worker.kernel_trace
+    else:
+        env.pop("HARNESS_PROFILE", None)
     return env
 
 
@@ -273,6 +293,7 @@ def finish(spec: RunSpec, run_dir: Path, *, status: str, exit_code: int | None, 
         timing=Timing(wall_s=wall, **(worker.timing if worker is not None else {})),
         manifest=manifest | {"runner": runner, "lock": spec.leg_env.lock.splitlines()} | harness_source(run_dir),
         failure=failure, engine=engine, allow_dirty=allow_dirty, dirty=dirty, started_at=started, finished_at=now(),
+        profile=_profile(run_dir) if spec.arm.profile is not None else None, phases=_phases(run_dir),
     )
     write(rec, run_dir)
     return rec

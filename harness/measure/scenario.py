@@ -138,12 +138,22 @@ class Workload(_Strict):
 _WORKLOAD_FIELDS = set(Workload.model_fields) - {"params"}
 
 
+class Profile(_Strict):
+    """Profile the timed region with vLLM's torch profiler hooks (harness.measure.worker.kernel_trace)."""
+
+    iterations: int = Field(3, ge=1, description="timed generate() calls profiled")
+    max_steps: int = Field(256, ge=1, description="engine steps the profiler records at most")
+    max_trace_mb: float = Field(32, gt=0, description="compressed trace kept at most")
+
+
 class Arm(_Strict):
     name: str
     description: str = ""
     engine_args: dict[str, Scalar | list | dict] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
     pins: list[str] = Field(default_factory=list)
+    # A profiled arm's runs are never canonical numbers: the profiler costs time.
+    profile: Profile | None = None
 
     name_is_folder = field_validator("name")(_path_name)
 

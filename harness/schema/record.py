@@ -19,6 +19,9 @@ SCHEMA_VERSION history (loading branches on the stored version; `migrate` upgrad
 #     unchanged (no outputs kept).
 # 6 - `serve`: a serve run's client, SLO and load points (harness.schema.serve). Version-5 records
 #     lift unchanged (no serve run before it).
+# 7 - `profile`: a profiled run's settings, trace and operator summary (its throughput is not a
+#     canonical number); `phases`: the prefill/decode split from vLLM's request stats (time to first
+#     token, time per output token, decode share). Version-6 records lift unchanged (neither kept).
 A record newer than this package is refused: upgrade the harness rather than guess.
 """
 
@@ -38,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.core.errors import UserError
 from harness.schema.serve import ServeResult
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 Status = Literal["ok", "failed", "timeout"]
 Provenance = Literal["measured", "transcribed"]
@@ -162,6 +165,39 @@ class Engine(_Frozen):
     log_range: list[int] = Field(default_factory=list)  # [start, end) byte offsets of this run in it
 
 
+class Profile(_Frozen):
+    """A profiled run: the torch profiler ran over `calls` generate() calls of the timed region
+    (harness.measure.worker.kernel_trace). The profiler costs time, so the run's throughput is never canonical."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    settings: dict[str, Any] = Field(default_factory=dict)
+    calls: int = 0                     # profiled generate() calls
+    seconds: float | None = None       # their wall time, profiler on
+    output_tokens: int | None = None   # the tokens they generated
+    device: str | None = None          # cpu: CPU operators; cuda: GPU kernels
+    profiled_s: float | None = None    # what the summary's shares are of
+    steps: int | None = None           # engine steps seen in the trace
+    steps_capped: bool = False         # the profiler's step cap was reached: per-token figures undercount
+    traces: list[str] = Field(default_factory=list)   # relative to the run directory
+    trace_bytes: int = 0
+    trace_dropped: bool = False        # over max_trace_mb: summarised, then deleted
+    summary: str = "profile.json"      # the operator table, relative to the run directory
+    error: str | None = None
+
+
+class Phases(_Frozen):
+    """The prefill/decode split of the first timed pass, medians over its requests, from vLLM's
+    request stats (RequestOutput.metrics)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    requests: int
+    ttft_s: float | None = None        # time to first token (queueing and prefill)
+    tpot_s: float | None = None        # time per output token after the first
+    decode_s: float | None = None      # first to last token
+    decode_share: float | None = None  # decode_s / (ttft_s + decode_s), per request, median
+    source: str = ""
+
+
 class Source(_Frozen):
     """Where a transcribed record's figure was read."""
 
@@ -203,6 +239,8 @@ class RunRecord(_Frozen):
     failure: Failure | None = None
     engine: Engine | None = None
     serve: ServeResult | None = None   # a serve run's load points (the serve workload kind)
+    profile: Profile | None = None     # set on a profiled run: never a canonical number
+    phases: Phases | None = None
     allow_dirty: bool = False
     dirty: list[str] = Field(default_factory=list)   # what the guards found and were told to allow
     started_at: str | None = None
@@ -299,7 +337,13 @@ def _update_to_6(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 6}
 
 
-MIGRATIONS = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5, 5: _update_to_6}
+def _update_to_7(old: dict, path: Path) -> dict:
+    """Version 6 -> 7: `profile` and `phases` are new and optional."""
+    return {**old, "schema_version": 7}
+
+
+MIGRATIONS = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5, 5: _update_to_6,
+              6: _update_to_7}
 
 
 def migrate(data: dict, path: Path) -> dict:

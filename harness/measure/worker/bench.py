@@ -22,6 +22,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[3]))
 import stack  # noqa: E402
 
 from harness import workloads  # noqa: E402
+from harness.measure.worker import kernel_trace as profiling  # noqa: E402
 from harness.schema.wire import WorkerResult, WorkerSpec  # noqa: E402
 from harness.workloads.base import Pass, Timed  # noqa: E402
 
@@ -149,6 +150,14 @@ def main(spec_path: str) -> int:
         kwargs["dtype"] = spec.dtype
     if spec.tokenizer:
         kwargs["tokenizer"] = spec.tokenizer
+    # The engine's request stats give each request's time to first token and decode time (requests.json);
+    # offline LLM turns them off unless asked.
+    kwargs.setdefault("disable_log_stats", False)
+    prof_settings = profiling.settings_from_env()
+    profiler = None
+    if prof_settings is not None:
+        kwargs |= profiling.engine_kwargs(prof_settings, group_dir / profiling.TRACE_DIR)
+        profiler = profiling.Profiler(prof_settings, group_dir / profiling.TRACE_DIR)
     gev("engine_init_start", engine_args=kwargs)
     t0 = time.perf_counter()
     llm = LLM(model=spec.model_path, **kwargs)
@@ -159,7 +168,8 @@ def main(spec_path: str) -> int:
         # No model files on disk (a hub id): the model's own vocabulary, which its revision fixes.
         vocab, vocab_source = llm.llm_engine.model_config.get_vocab_size(), "engine model config"
     gev("prompt_vocab", size=vocab, source=vocab_source)
-    ctx = {"vocab": vocab, "model_path": spec.model_path, "tokenizer_path": spec.tokenizer, "engine_args": kwargs}
+    ctx = {"vocab": vocab, "model_path": spec.model_path, "tokenizer_path": spec.tokenizer, "engine_args": kwargs,
+           "profiler": profiler}
     for position, item in enumerate(items, 1):
         run_dir = Path(item["run_dir"])
         ev = gev if run_dir == group_dir else Events(run_dir / "run.jsonl")
@@ -201,6 +211,9 @@ def measure_one(llm, wl: dict, run_dir: Path, ev: Events, ctx: dict, *, init_s: 
     warm_s = time.perf_counter() - t0
     ev("warmup_end", seconds=warm_s)
 
+    prof = ctx.get("profiler")
+    if prof is not None:
+        prof.reset()
     min_passes, min_timed_s = int(wl.get("min_passes") or 1), float(wl.get("min_timed_s") or 0.0)
     passes: list[Pass] = []
     timed_outs: list = []
@@ -212,15 +225,27 @@ def measure_one(llm, wl: dict, run_dir: Path, ev: Events, ctx: dict, *, init_s: 
         group_s: list[float] = []
         group_out: list[int] = []
         for group in groups:
+            profiled = prof is not None and prof.wants()
+            if profiled and not prof.active:
+                prof.start(llm)  # outside the call's own clock, as is the stop below
             t0 = time.perf_counter()
             outs = llm.generate(group, sp, use_tqdm=False)
             group_s.append(time.perf_counter() - t0)
             group_out.append(sum(len(o.outputs[0].token_ids) for o in outs))
+            if profiled:
+                prof.counted(group_s[-1], group_out[-1])
+                if not prof.wants():
+                    prof.stop(llm, run_dir, "/".join(run_dir.parts[-6:]))
             if not passes:
                 timed_outs += outs
         passes.append(Pass(seconds=sum(group_s), group_seconds=group_s, group_output_tokens=group_out))
+    if prof is not None and prof.active:  # fewer timed calls than the profile asked for
+        prof.stop(llm, run_dir, "/".join(run_dir.parts[-6:]))
     timed_s = time.perf_counter() - t_timed
     ev("timed_end", seconds=timed_s, passes=len(passes))
+    split = profiling.write_requests(run_dir, timed_outs, stats_on=not ctx["engine_args"].get("disable_log_stats"))
+    if split:
+        ev("phases", **{k: v for k, v in split.items() if k != "source"})
 
     # The timed outputs go along: a multimodal prompt's token count is what the engine made of it.
     inputs = modality.describe(all_prompts, ctx | {"outputs": timed_outs})
