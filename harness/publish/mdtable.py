@@ -17,6 +17,10 @@ _NUM = re.compile(r"^\s*(?:—|-|[~≈<>]?\s*[+-]?\d[\d,]*(?:\.\d+)?(?:x|%| ?tok
                   r"(?:\s*\[[^\]]*\])?(?:\s*/\s*\d[\d,]*(?:\.\d+)?)*(?:\s*[⚠*†])?)\s*$")
 
 
+# Columns of names that look like numbers (leg labels "0.26", steps): left-aligned as text.
+LABELS = frozenset({"leg", "step", "version", "release", "arm", "model", "workload"})
+
+
 def numeric(cells: list[str]) -> bool:
     vals = [c for c in cells if c.strip() not in ("", "—", "-")]
     return bool(vals) and all(_NUM.match(c) for c in vals)
@@ -40,7 +44,9 @@ def align_tables(md: str) -> str:
             body = [_split(ln) for ln in lines[i + 2:j]]
             n = len(_split(head))
             cols = [[r[k] for r in body if k < len(r)] for k in range(n)]
-            lines[i + 1] = "|" + "|".join("---:" if numeric(c) else "---" for c in cols) + "|"
+            names = _split(head)
+            lines[i + 1] = "|" + "|".join("---:" if numeric(c) and names[k] not in LABELS else "---"
+                                          for k, c in enumerate(cols)) + "|"
             i = j
             continue
         i += 1

@@ -112,6 +112,10 @@ def answer(st: Study) -> Answer:
                         pr, dis = pv, p.disagrees
                 value = float(rt.value) if rt.value is not None else None
                 side = band_side(value, band) if value is not None else "missing"
+                if interval == "95% Welch-t":
+                    # With repeats the interval decides: a ratio outside the band whose interval contains
+                    # 1.00x has not moved by what these runs can tell.
+                    side = {"faster": "above", "slower": "below"}.get(str(rt.verdict), "within")
                 if interval == "rounding" and low is not None and high is not None and low <= 1 <= high \
                         and side != "within":
                     notes.append("rounding alone could make it 1.00x")
@@ -161,8 +165,9 @@ def _summary(st: Study, cells: list[Cell], shown: list[Cell]) -> list[str]:
         miss = [c for c in ks if c.side == "missing"]
         sig = [c for c in ks if c.verdict in ("faster", "slower")]
         title = rounding.metric_of(kind).title.split(" (")[0].lower()
-        parts = [f"{len(up)} faster by more than {band:.0%}", f"{len(down)} slower by more than {band:.0%}",
-                 f"{len(flat)} within {band:.0%} of 1.00x"]
+        with_ci = any(c.interval == "95% Welch-t" for c in ks)
+        parts = [f"{len(up)} faster", f"{len(down)} slower",
+                 f"{len(flat)} within {band:.0%} of 1.00x" + (" or with an interval that contains 1.00x" if with_ci else "")]
         if miss:
             parts.append(f"{len(miss)} missing a side")
         text = f"**{w.cap(title)}:** of {w.n(len(ks), '(model, workload, step) cell')}, " + ", ".join(parts) + "."
@@ -172,9 +177,10 @@ def _summary(st: Study, cells: list[Cell], shown: list[Cell]) -> list[str]:
                      f"{' …' if len(sig) > 4 else ''}).")
         best = max((c for c in ks if c.ratio is not None), key=lambda c: c.ratio or 0, default=None)
         worst = min((c for c in ks if c.ratio is not None), key=lambda c: c.ratio or 0, default=None)
-        if best is not None and worst is not None and best is not worst:
-            text += (f" Largest gain: {ticked(best.model)} {best.workload}, {best.step}, {best.ratio:.2f}x; "
-                     f"largest loss: {ticked(worst.model)} {worst.workload}, {worst.step}, {worst.ratio:.2f}x.")
+        if best is not None and (best.ratio or 0) > 1:
+            text += f" Largest ratio: {ticked(best.model)} {best.workload}, {best.step}, {best.ratio:.2f}x."
+        if worst is not None and (worst.ratio or 1) < 1:
+            text += f" Smallest: {ticked(worst.model)} {worst.workload}, {worst.step}, {worst.ratio:.2f}x."
         lines.append(text)
     single = all(c.interval != "95% Welch-t" for c in cells if c.ratio is not None)
     if st.transcribed:
@@ -184,8 +190,8 @@ def _summary(st: Study, cells: list[Cell], shown: list[Cell]) -> list[str]:
         lines.append("Every ratio is a single pass per side: the verdict is \"single pass\", and a ratio within the "
                      "band reads \"no difference detected\", never \"no difference\".")
     if len(shown) < len(cells):
-        lines.append(f"The table lists the {len(shown)} cells that moved by more than {band:.0%}, or have a "
-                     f"95% interval that excludes 1.00x, or miss a side; the other {len(cells) - len(shown)} are "
+        lines.append(f"The table lists the {len(shown)} rows of cells that moved (by more than {band:.0%}, or with a "
+                     f"95% interval that excludes 1.00x) or miss a side; the other {len(cells) - len(shown)} are "
                      f"in \"Full data\".")
     return lines
 
