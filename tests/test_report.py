@@ -430,3 +430,49 @@ def test_not_a_study_is_one_line_error(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "harness", "report", str(tmp_path / "nope")],
                           capture_output=True, text=True, cwd=paths.PROJ_ROOT)
     assert proc.returncode == 2 and proc.stderr.strip() == f"error: {tmp_path / 'nope'}: no such study folder"
+
+
+# --- answer first, rounding fidelity, one-leg pages -------------------------------------------------
+
+@needs_b200
+def test_answer_opens_the_page_with_verdicts_and_failure_causes():
+    from harness.publish.sections.answer import answer
+
+    st = load_study(B200)
+    ans = answer(st)
+    glm = [c for c in ans.shown if c.model == "GLM-5.2-NVFP4" and c.step == "0.18 → 0.26"]
+    assert glm and glm[0].verdict == "missing" and "a pin does not fix it" in glm[0].note
+    assert "config-unparseable" in glm[0].note
+    assert len(glm) == 1 and "mixed" in glm[0].workload and "fixed-batch-32" in glm[0].workload   # merged
+    kimi = next(c for c in ans.cells if c.model == "Kimi-Linear-48B-A3B-Instruct" and c.workload == "mixed"
+                and c.step == "0.18 → 0.26")
+    assert "0.18 passes only under `nvidia-cutlass-dsl==4.5.3`" in kimi.note
+    qmd = (paths.PROJ_ROOT / "index.qmd").read_text(encoding="utf-8")
+    assert qmd.index("report.answer_md(st)") < qmd.index("report.intro_md(st)") < qmd.index("report.about_md(st)")
+
+
+@needs_b200
+def test_transcribed_ratios_carry_the_rounding_interval_and_the_printed_ratio():
+    from harness.analyze import rounding
+    from harness.publish.sections.data import kind_table
+
+    assert rounding.half_unit("21,943") == 0.5 and rounding.half_unit("0.18") == 0.005
+    st = load_study(B200)
+    t = kind_table(st, "latency").display
+    row = t[(t["model"] == "`Llama-3.1-8B-Instruct`") & (t["workload"] == "fixed-batch-32")].iloc[0]
+    # 0.17 -> 0.18 ms/tok: 0.94x as recomputed, but rounding allows [0.89, 1.00]; the source printed 0.99x.
+    assert row["26→29"] == "0.94x [0.89, 1.00]" and row["26→29 printed"] == "0.99x"
+    assert not t.apply(lambda col: col.astype(str).str.contains("⚠")).any().any()   # nothing beyond rounding
+    p = rounding.Printed(value=1.20, low=0.89, high=1.00)
+    assert p.disagrees
+
+
+def test_one_leg_tables_say_nothing_about_ratios():
+    h200 = paths.RESULTS / "h200"
+    if not (h200 / "study.yaml").exists():
+        pytest.skip("results/h200 not present")
+    from harness.publish.sections.data import latency_md, throughput_md
+
+    st = load_study(h200)
+    assert "Ratios new/old" not in throughput_md(st) and "Ratios old/new" not in latency_md(st)
+    assert "compare/" not in report.links_md(st) and "`compare/`" not in report.about_md(st)
