@@ -379,12 +379,27 @@ def study_meta(legs: dict[str, LegSpec]) -> dict[str, Any]:
     }
 
 
+def _authored_report_block() -> str:
+    """The shipped study.yaml's `report:` block (with the comments above it), verbatim: it is written
+    for this study by hand, not transcribed, so regeneration keeps it as it stands."""
+    path = HERE / "study.yaml"
+    if not path.exists():
+        return ""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith("report:")), None)
+    if start is None:
+        return ""
+    while start > 0 and lines[start - 1].startswith("#"):
+        start -= 1
+    return "".join(lines[start:])
+
+
 def write_all(out: Path) -> list[Path]:
     legs = {name: load_leg(name) for name in LEGS}
     records = transcribe(legs)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "study.yaml").write_text(yaml.safe_dump(study_meta(legs), sort_keys=False, width=100),
-                                    encoding="utf-8")
+    text = yaml.safe_dump(study_meta(legs), sort_keys=False, width=100)
+    (out / "study.yaml").write_text(text + _authored_report_block(), encoding="utf-8")
     runs = out / "runs"
     written = [write(r, runs / r.run_id) for r in records]
     keep = set(written)
