@@ -189,7 +189,8 @@ ENGINE_LEG = "cpu-0.32.0"
 ENGINE_SCENARIO = f"""
 name: equivalence-test
 legs: [{ENGINE_LEG}]
-timeout_s: 600
+# Generous: engine start alone is minutes when the machine's two cores are shared.
+timeout_s: 1500
 models:
   # The same leg, weights and settings twice (two engines), then bfloat16: the deliberate perturbation.
   - {{name: fp32-a, path: tiny, dtype: float32, engine_args: {{max_model_len: 512, gpu_memory_utilization: 0.2, enforce_eager: true}}}}
@@ -218,5 +219,6 @@ def test_same_leg_twice_is_same_answers_and_bfloat16_is_caught(tmp_path):
     same = eq.compare_sides("tiny", "greedy", side["fp32-a"], side["fp32-b"])
     assert same.verdict == eq.SAME and same.identical == 8, same
     perturbed = eq.compare_sides("tiny", "greedy", side["fp32-a"], side["bf16"])
-    assert perturbed.verdict != eq.SAME, perturbed
-    assert perturbed.lp_gap is not None and perturbed.lp_gap > eq.LOGPROB_TOL
+    # Caught either way: tokens that diverge, or identical tokens whose log-probabilities moved.
+    assert perturbed.verdict in (eq.DRIFT, eq.DIFFERENT), perturbed
+    assert perturbed.first_divergence or (perturbed.lp_gap or 0) > eq.LOGPROB_TOL
