@@ -250,15 +250,16 @@ def compare_study(ds: Dataset, legs: tuple[str, str] | None = None, *, series: s
         order = _leg_order(ds)
         pairs = list(zip(order, order[1:]))
     got = sides(ds, series=series)
-    cells = list(dict.fromkeys((m, w, arm) for (_, m, w, arm) in got))
+    df = ds.records
+    ran = df[(df["kind"] == kind.NAME) & (df["series"] == (series or ds.study.main_series))]
+    # Every (model, workload, arm) that has an equivalence run, passing or not: a missing side is said.
+    cells = list(dict.fromkeys(zip(ran["model"], ran["workload"], ran["arm"])))
     out = []
     for a, b in pairs:
         for model, workload, arm in cells:
             sa, sb = got.get((a, model, workload, arm)), got.get((b, model, workload, arm))
-            if sa is None and sb is None:
-                continue
             if sa is None or sb is None:
-                gone = ds.study.label(a if sa is None else b)
+                gone = " or ".join(ds.study.label(x) for x, s in ((a, sa), (b, sb)) if s is None)
                 head = {"model": model, "workload": workload, "arm": arm, "ref": ds.study.label(a),
                         "other": ds.study.label(b)}
                 out.append(Comparison(**head, verdict="missing", reason=f"no passing equivalence run on {gone}"))
