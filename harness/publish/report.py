@@ -52,7 +52,12 @@ def _aligned(f: Callable[[Study], str]) -> Callable[[Study], str]:
     return g
 
 
-answer_md = _aligned(_answer.answer_md)
+def answer_md(st: Study) -> str:
+    """The answer: its summary, the study's notes for it (context), then the verdict table."""
+    return align_tables(_answer.answer_md(st, between=notes_md(st, "answer")))
+
+
+
 title_md, intro_md, about_md = _overview.title_md, _aligned(_overview.intro_md), _aligned(_overview.about_md)
 coverage_md, failures_md = _aligned(_data.coverage_md), _aligned(_data.failures_md)
 throughput_md, latency_md = _aligned(_data.throughput_md), _aligned(_data.latency_md)

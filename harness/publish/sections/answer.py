@@ -226,11 +226,13 @@ def answer_table(ans: Answer) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def answer_md(st: Study) -> str:
+def answer_md(st: Study, *, between: str = "") -> str:
+    """The summary, then `between` (the study's notes for this section: context a reader needs before
+    the table), then the table."""
     from harness.publish.mdtable import table_md
 
     ans = answer(st)
-    lines = [*ans.summary]
+    lines = [*ans.summary, *([between.rstrip("\n")] if between.strip() else [])]
     if ans.shown:
         lines += ["", table_md(answer_table(ans)), "",
                   "_Ratio: above 1.00x the newer leg is faster (throughput new/old, latency old/new). Interval: the "
@@ -240,4 +242,5 @@ def answer_md(st: Study) -> str:
                   + (" Answers: whether the step's legs decode the model's equivalence prompts to the same greedy "
                      "outputs (`harness equivalence`, docs/equivalence.md); ⚠ marks a faster step that gives "
                      "different answers." if any(c.answers for c in ans.shown) else "") + "_"]
-    return "\n\n".join(ans.summary) + "\n" + "\n".join(lines[len(ans.summary):]) + "\n"
+    head = len(ans.summary) + (1 if between.strip() else 0)
+    return "\n\n".join(lines[:head]) + "\n" + "\n".join(lines[head:]) + "\n"
