@@ -15,8 +15,10 @@ def notebooks(st: Study) -> list[str]:
 
 def diagnostics_intro_md(st: Study) -> str:
     nbs = notebooks(st)
-    text = ("The figures here are drawn from the same canonical runs as the tables: the ratio of each step with its "
-            "95% interval, the coverage of every (model, leg), and the dispersion of every repeated measurement.")
+    steps = len(_legs(st.canon)) >= 2
+    text = ("The figures here are drawn from the same canonical runs as the tables: "
+            + ("the ratio of each step with its 95% interval, " if steps else "")
+            + "the coverage of every (model, leg), and the dispersion of every repeated measurement.")
     if nbs:
         text += (" The diagnostic notebooks (" + ", ".join(f"`{p}`" for p in nbs)
                  + ") take the study as a parameter and go further.")
