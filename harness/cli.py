@@ -30,9 +30,12 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def cmd_crosscheck(a: argparse.Namespace) -> int:
-    from harness.investigate.crosscheck import crosscheck, crosscheck_md
+    from harness.investigate.crosscheck import crosscheck, crosscheck_md, tokenization_cost, tokenization_md
     from harness.measure.sweep import SweepArgs
 
+    if a.tokenization:
+        print(tokenization_md(tokenization_cost(SweepArgs.from_cli_args(a))), end="")
+        return 0
     print(crosscheck_md(crosscheck(SweepArgs.from_cli_args(a), prefix_caching=a.prefix_caching)), end="")
     return 0
 
@@ -207,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     SweepArgs.add_cli_args(s)
     s.add_argument("--prefix-caching", action="store_true",
                    help="leave prefix caching on (vLLM's random prompts then share prefixes by chance)")
+    s.add_argument("--tokenization", action="store_true",
+                   help="measure only what vLLM's benchmark times and the harness does not: encoding the "
+                        "workload's prompts as text with the leg's tokenizer (no engine)")
     s.set_defaults(func=cmd_crosscheck)
 
     s = sub.add_parser("tables", help="CANONICAL.md, MANIFEST.md, tables/, compare/ and export/ from a study folder")

@@ -3,6 +3,8 @@ benchmark (the real comparison needs real engines: see results/*/crosscheck*.md)
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from harness.investigate import crosscheck as cc
@@ -55,3 +57,16 @@ def test_dry_run_writes_nothing(tmp_path, fake_sweep):
     args = SweepArgs(scenario=str(write_scenario(tmp_path, SCENARIO)), results=tmp_path / "r", dry_run=True)
     cc.crosscheck(args)
     assert not (tmp_path / "r" / "t" / "crosscheck.json").exists()
+
+
+@pytest.mark.engine
+def test_tokenization_probe_measures_what_only_vllms_benchmark_times(tmp_path):
+    # Real leg, real tokenizer, no engine: encoding the workload's prompts as text takes measurable time.
+    from harness.investigate.crosscheck import tokenization_cost, tokenization_md
+    from harness.measure.sweep import SweepArgs
+
+    rows = tokenization_cost(SweepArgs(scenario="cpu-tiny", results=tmp_path, legs=("cpu-0.32.0",),
+                                       workloads=("mixed",)), repeats=2)
+    assert len(rows) == 1 and rows[0]["tokenize_s"] > 0 and rows[0]["text_prompt_tokens"] > 0
+    assert rows[0]["share"] is None  # no crosscheck in this fresh study: nothing to compare with
+    assert "| cpu-0.32.0 | `tiny-llama` | mixed |" in tokenization_md(rows)
