@@ -159,8 +159,8 @@ def test_study_comparison_by_step_and_the_derived_file(tmp_path):
     picked = eq.compare_study(ds, ("cpu-0.27", "0.33"))
     assert [(c.ref, c.other) for c in picked] == [("0.27", "0.33")]
     written = eq.write_equivalence(ds, tmp_path / "out")
-    md = (tmp_path / "out" / "equivalence.md").read_text()
-    assert [p.name for p in written] == ["equivalence.md", "equivalence.csv"]
+    md = (tmp_path / "out" / "output-equivalence.md").read_text()
+    assert [p.name for p in written] == ["output-equivalence.md", "output-equivalence.csv"]
     assert "different answers" in md and f"below {eq.NEAR_TIE:g} nats" in md and "Diverging prompts" in md
 
 

@@ -357,15 +357,16 @@ def equivalence_md(comps: list[Comparison], *, title: str = "Output equivalence"
 
 
 def write_equivalence(ds: Dataset, out_dir: Path) -> list[Path]:
-    """equivalence.md and equivalence.csv under `out_dir`, for a study with equivalence runs; nothing else."""
+    """output-equivalence.md and .csv under `out_dir` (beside the kind's own speed table, equivalence.*),
+    for a study with equivalence runs; nothing for any other study."""
     if not (ds.records["kind"] == kind.NAME).any():
         return []
     comps = compare_study(ds)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in (("equivalence.md", equivalence_md(comps)),
-                       ("equivalence.csv", equivalence_frame(comps).to_csv(index=False))):
+    for name, text in (("output-equivalence.md", equivalence_md(comps)),
+                       ("output-equivalence.csv", equivalence_frame(comps).to_csv(index=False))):
         path = out_dir / name
         tmp = path.with_name(f".{name}.tmp")
         tmp.write_text(text, encoding="utf-8")
