@@ -171,3 +171,20 @@ def test_measured_decode_time_comes_before_token_counts(tmp_path):
     t = repeat.repeat_study(load(d), series="rep").table
     assert t["decode_share"].iloc[0] == pytest.approx(0.75)
     assert t["decode_share_source"].iloc[0] == "measured decode time"
+
+
+@pytest.mark.skipif(not any((Path(__file__).parents[1] / "results" / "cpu-profile" / "runs").glob("**/profile.json")),
+                    reason="results/cpu-profile holds no profiled run")
+def test_the_kernel_diff_notebook_runs_on_the_shipped_cpu_study(tmp_path):
+    import nbformat
+    import papermill as pm
+
+    from harness.core import paths
+
+    out = tmp_path / "kernel_diff.ipynb"
+    pm.execute_notebook(str(paths.NOTEBOOKS / "kernel_diff.ipynb"), str(out), kernel_name="python3",
+                        cwd=str(paths.PROJ_ROOT), progress_bar=False)
+    nb = nbformat.read(out, as_version=4)
+    text = "\n".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []) if o.output_type == "stream")
+    assert "tiny-llama / mixed" in text and "per output token" in text
+    assert any("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
