@@ -150,10 +150,19 @@ def _summary(st: Study, cells: list[Cell], shown: list[Cell]) -> list[str]:
     legs = _legs(st.canon)
     band = st.params.band
     if len(legs) < 2:
+        from harness.publish.sections.supporting import supporting
+
         n = len(st.canon.cells)
-        return [f"This study has one leg ({legs[0][1] if legs else 'none'}), so there is no step between versions to "
-                f"judge: its {w.n(n, 'canonical figure')} {w.v(n, 'is', 'are')} absolute, and the tables below "
-                f"give them with their repeats."]
+        lines = [f"This study has one leg ({legs[0][1] if legs else 'none'}), so there is no step between versions "
+                 f"to judge" + (f": its {w.n(n, 'canonical figure')} {w.v(n, 'is', 'are')} absolute, and the tables "
+                                  f"below give them with their repeats." if n else
+                                  ", and no run of its default arm has a canonical figure.")]
+        series = [s for s in supporting(st) if s.kind in ("arms", "exit-status")]
+        if series:
+            lines.append("What it compares is arms: " + "; ".join(f"series `{s.name}` ({s.kind.replace('-', ' ')})"
+                                                                 for s in series)
+                         + ", under \"Supporting measurements\", which gives each arm's outcome and what it shows.")
+        return lines
     lines = []
     for kind in workloads.KINDS:
         ks = [c for c in cells if c.kind == kind]

@@ -28,6 +28,10 @@ def series_kind(r: pd.DataFrame) -> SeriesKind:
     """What a supporting series is, from its records: exit status only, repeats of one arm, or arms."""
     if not (r["throughput_tok_s"].notna().any() or r["ms_per_token"].notna().any()):
         return "exit-status"
+    base = r[r["arm"] == "baseline"]
+    if len(base) and (base["status"] != "ok").all():
+        # A failing baseline and arms that each change one thing: a falsification matrix, whatever passed.
+        return "exit-status"
     return "repeats" if set(r["arm"]) == {"default"} else "arms"
 
 
@@ -39,7 +43,13 @@ def supporting(st: Study) -> list[Supporting]:
 
     recs = st.ds.records
     out: list[Supporting] = []
-    for name in sorted(set(recs["series"]) - {st.canon.series}):
+    names = sorted(set(recs["series"]) - {st.canon.series})
+    main = recs[recs["series"] == st.canon.series]
+    if len(main) and set(main["arm"]) - {"default"}:
+        # The main series itself compares arms (an arm or falsification study): its arms are the answer,
+        # and the tables, which hold the default arm only, do not show them.
+        names = [st.canon.series, *names]
+    for name in names:
         r = recs[recs["series"] == name]
         kind = series_kind(r)
         d: Any
