@@ -159,7 +159,7 @@ def _summary(st: Study, cells: list[Cell], shown: list[Cell]) -> list[str]:
                                   ", and no run of its default arm has a canonical figure.")]
         series = [s for s in supporting(st) if s.kind in ("arms", "exit-status")]
         if series:
-            lines.append("What it compares is arms: " + "; ".join(f"series `{s.name}` ({s.kind.replace('-', ' ')})"
+            lines.append("Beside the default arm it measures other arms: " + "; ".join(f"series `{s.name}` ({s.kind.replace('-', ' ')})"
                                                                  for s in series)
                          + ", under \"Supporting measurements\", which gives each arm's outcome and what it shows.")
         return lines
