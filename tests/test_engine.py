@@ -132,3 +132,53 @@ def test_kill_minus_9_then_resume(tmp_path):
     assert by_id[f"engine-test/{LEG}/tiny-llama/lat/default/r1"]["reused"] is False
     assert record.read(first / "results.json") == finished  # untouched
     assert record.read(second / "results.json").status == "ok"
+
+
+GROUP_SCENARIO = f"""
+name: engine-group
+legs: [{LEG}]
+timeout_s: 600
+engine: per-group
+models:
+  - name: tiny-llama
+    path: tiny
+    dtype: float32
+    engine_args: {{max_model_len: 512, gpu_memory_utilization: 0.2, enforce_eager: true}}
+workloads:
+  - {{name: thr, kind: throughput, input_len: 32, output_len: 16, num_prompts: 8, min_passes: 2}}
+  # longer than max_model_len: vLLM refuses the prompt inside generate(), and the worker dies
+  - {{name: too-long, kind: throughput, input_len: 600, output_len: 8, num_prompts: 2}}
+  - {{name: lat, kind: latency, input_len: 32, output_len: 16, batch_size: 2, iterations: 2}}
+"""
+
+
+def test_per_group_engine_reuse_and_a_crash_costs_one_workload(tmp_path):
+    """One engine for the group's workloads; the workload that crashes it is recorded, the ones after
+    it run on a fresh engine; every workload keeps its own folder, log slice and engine facts."""
+    lock = tmp_path / "measure.lock"
+    os.environ["HARNESS_LOCK"] = str(lock)
+    path = write_scenario(tmp_path, GROUP_SCENARIO)
+    res = sweep(SweepArgs(scenario=str(path), results=tmp_path / "results", diagnose=False))
+    recs = {r.workload: r for r in res.records}
+    assert [r.workload for r in res.records] == ["thr", "too-long", "lat"]
+    thr, bad, lat = recs["thr"], recs["too-long"], recs["lat"]
+    assert thr.status == "ok" and lat.status == "ok" and bad.status == "failed"
+    assert "maximum context length" in bad.failure.reason
+    assert (thr.engine.instance, thr.engine.position) == (1, 1) and (bad.engine.instance, bad.engine.position) == (1, 2)
+    assert (lat.engine.instance, lat.engine.position) == (2, 1)  # a fresh engine after the crash
+    assert thr.engine.mode == "per-group" and thr.engine.group_id == bad.engine.group_id == lat.engine.group_id
+    # Two timed passes over the same prompts: two samples, the metric their median.
+    assert thr.work.passes == 2 and len(thr.metrics.samples_tok_s) == 2 and len(thr.timing.passes_s) == 2
+    assert min(thr.metrics.samples_tok_s) <= thr.metrics.total_tok_s <= max(thr.metrics.samples_tok_s)
+    for rec in (thr, bad, lat):
+        d = res.study_dir / "runs" / rec.run_id
+        log = (d / "run.log").read_bytes()
+        group_log = (d / rec.engine.group_log).resolve().read_bytes()
+        lo, hi = rec.engine.log_range
+        assert log == group_log[lo:hi] and log
+        assert rec.timing.wall_s > 0
+    assert b"EngineCore" in (res.study_dir / "runs" / thr.run_id / "run.log").read_bytes()  # the start is the first's
+    assert thr.timing.engine_init_s > 0 and lat.timing.engine_init_s > 0
+    index = json.loads(res.index_path.read_text())
+    assert index["engine"] == "per-group" and index["leg_order"] == {"r1": [LEG]}
+    assert orphans(lock) == []
