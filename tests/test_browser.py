@@ -1,10 +1,9 @@
 """Each shipped report's index.html in a real headless Chromium (Debian's `chromium`; `.ci/run`
 installs it where it is missing): every image loads, no console errors, nothing wider than a 1400 px
-viewport, and at 400 px the last column of the report's first table can be scrolled into view.
+viewport, the answer table ("The answer") starting within the first 900 px screen, and at 400 px the
+answer table's ratio column (and the last column of the report's first table) can be scrolled into view.
 Screenshots go to pytest's temporary folder (`screenshots*` under its basetemp; the path is printed);
 `make screenshots` writes the same pictures to .cache/screenshots/.
-
-Not checked yet: "the answer table within the first screen" — the report has no answer-first table.
 """
 
 from __future__ import annotations
@@ -51,6 +50,8 @@ def test_shipped_report_at_1400px(browser, shots, page):
     assert c.n_too_wide == 0, c.too_wide
     assert c.scroll_width <= 1400
     assert c.screenshot is not None and c.screenshot.stat().st_size > 10_000
+    assert c.answer is not None, "the report opens with the answer table"
+    assert c.answer["top"] < c.height, c.answer
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.parent.parent.name for p in PAGES])
@@ -59,6 +60,7 @@ def test_shipped_report_at_400px_first_table_last_column_reachable(browser, shot
     assert c.console_errors == []
     assert c.last_column is not None, "the report has a table"
     assert c.last_column["visible"], c.last_column
+    assert c.answer is not None and c.answer["ratioVisible"], c.answer
 
 
 BAD_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>bad</title></head><body>

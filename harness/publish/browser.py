@@ -68,9 +68,29 @@ _PROBE = r"""
     window.scrollTo(0, 0);
     for (let a = cell.parentElement; a; a = a.parentElement) a.scrollLeft = 0;
   }
+  // The answer-first table: the first table after the "The answer" heading. Where its top sits with
+  // the page at the top, and whether its ratio column can be brought into view.
+  let answer = null;
+  const heading = document.getElementById('the-answer');
+  const after = heading && Array.from(document.querySelectorAll('table')).find(
+    (t) => heading.compareDocumentPosition(t) & Node.DOCUMENT_POSITION_FOLLOWING);
+  if (after && after.rows.length > 1) {
+    window.scrollTo(0, 0);
+    const top = after.getBoundingClientRect().top + window.scrollY;
+    const head = Array.from(after.rows[0].cells);
+    let col = head.findIndex((c) => /ratio/i.test(c.textContent));
+    if (col < 0) col = head.length - 1;
+    const cell = after.rows[1].cells[col];
+    cell.scrollIntoView({block: 'nearest', inline: 'end'});
+    const r = cell.getBoundingClientRect();
+    answer = {top, ratioText: cell.textContent.trim().slice(0, 40),
+              ratioVisible: r.left >= -1 && r.right <= vw + 1 && r.width > 0};
+    window.scrollTo(0, 0);
+    for (let a = cell.parentElement; a; a = a.parentElement) a.scrollLeft = 0;
+  }
   return JSON.stringify({viewport: vw, scrollWidth: document.documentElement.scrollWidth,
                          title: document.title, images, wide: wide.slice(0, 20), nWide: wide.length,
-                         lastColumn});
+                         lastColumn, answer});
 })()
 """
 
@@ -88,6 +108,8 @@ class PageCheck:
     n_too_wide: int
     scroll_width: int
     last_column: dict[str, Any] | None
+    answer: dict[str, Any] | None = None   # the answer table: its top (px from the page's top), ratio column
+    height: int = 900
     screenshot: Path | None = None
     problems: list[str] = field(default_factory=list)
 
@@ -255,7 +277,7 @@ def check_page(browser: Chromium, page: Path, *, width: int, height: int = 900,
     return PageCheck(page=page, width=width, title=probe["title"], images=probe["images"],
                      console_errors=_console_errors(browser.events), too_wide=probe["wide"],
                      n_too_wide=probe["nWide"], scroll_width=probe["scrollWidth"],
-                     last_column=probe["lastColumn"], screenshot=shot)
+                     last_column=probe["lastColumn"], answer=probe.get("answer"), height=height, screenshot=shot)
 
 
 def shot_name(page: Path, width: int) -> str:
