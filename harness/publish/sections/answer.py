@@ -56,6 +56,9 @@ def _cause(st: Study, att: pd.DataFrame, leg: str, label: str, model: str) -> st
 
     a = att[(att["leg"] == leg) & (att["model"] == model)]
     if not len(a):
+        recs = st.ds.records
+        if st.transcribed and not ((recs["leg"] == leg) & (recs["model"] == model)).any():
+            return f"the source gives no figure on {label}"
         return f"no canonical run on {label} (see CANONICAL.md)"
     r = a.iloc[0]
     sig = signature(str(r["signature"]))
