@@ -222,3 +222,21 @@ def test_same_leg_twice_is_same_answers_and_bfloat16_is_caught(tmp_path):
     # Caught either way: tokens that diverge, or identical tokens whose log-probabilities moved.
     assert perturbed.verdict in (eq.DRIFT, eq.DIFFERENT), perturbed
     assert perturbed.first_divergence or (perturbed.lp_gap or 0) > eq.LOGPROB_TOL
+
+
+def test_the_answer_table_flags_a_faster_step_with_different_answers(tmp_path):
+    from harness.publish.sections.answer import answer, answer_table
+    from harness.publish.study import load_study
+
+    study = _study(tmp_path / "s", {"0.27": [row(0, [1, 2, 3])], "0.32": [row(0, [1, 9, 9])]})
+    for leg, lb, value in (("cpu-0.27", "0.27", 1000.0), ("cpu-0.32", "0.32", 1500.0)):
+        write_run(study, record_dict(leg=leg, leg_label=lb, workload="mixed", value=value))
+    table = answer_table(answer(load_study(study)))
+    mixed = table[table["model · workload"] == "`m` · mixed"].iloc[0]
+    assert mixed["answers"] == "⚠ faster, but different answers" and mixed["step"] == "0.27 → 0.32"
+    # A study without equivalence runs has no such column.
+    plain = tmp_path / "plain"
+    write_study_yaml(plain, [("cpu-0.27", "0.27"), ("cpu-0.32", "0.32")])
+    for leg, lb, value in (("cpu-0.27", "0.27", 1000.0), ("cpu-0.32", "0.32", 1500.0)):
+        write_run(plain, record_dict(leg=leg, leg_label=lb, workload="mixed", value=value))
+    assert "answers" not in answer_table(answer(load_study(plain))).columns
