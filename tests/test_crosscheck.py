@@ -70,3 +70,14 @@ def test_tokenization_probe_measures_what_only_vllms_benchmark_times(tmp_path):
     assert len(rows) == 1 and rows[0]["tokenize_s"] > 0 and rows[0]["text_prompt_tokens"] > 0
     assert rows[0]["share"] is None  # no crosscheck in this fresh study: nothing to compare with
     assert "| cpu-0.32.0 | `tiny-llama` | mixed |" in tokenization_md(rows)
+
+
+def test_crosscheck_runs_one_engine_per_run_even_when_the_scenario_reuses_engines(tmp_path, fake_sweep, monkeypatch):
+    # vLLM's benchmark script measures one workload per process: a per-group scenario must not group it.
+    monkeypatch.setattr(cc, "VLLM_BENCH", FAKE_BENCH)
+    path = write_scenario(tmp_path, SCENARIO + "engine: per-group\n")
+    summary = cc.crosscheck(SweepArgs(scenario=str(path), results=tmp_path / "r"))
+    (row,) = summary["rows"]
+    assert len(row["harness_tok_s"]) == 2 and len(row["vllm_tok_s"]) == 2 and row["failed"] == []
+    index = json.loads(sorted((tmp_path / "r" / "t" / "sweeps").glob("*.json"))[-1].read_text())
+    assert all(r["status"] == "ok" for r in index["runs"])

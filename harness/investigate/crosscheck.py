@@ -61,6 +61,9 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
             p.spec, arm=_arm(p.spec, "harness" + suffix, "the harness, prefix caching off", extra))
         twin = dataclasses.replace(p.spec, worker=VLLM_BENCH, arm=_arm(
             p.spec, VLLM_ARM + suffix, "vLLM's own benchmarks/throughput.py, random dataset", extra))
+        # vLLM's benchmark is a script of its own, one engine each: both sides run one engine per run,
+        # whatever the scenario says, so the two timed regions stand on equal engines.
+        ours, twin = dataclasses.replace(ours, engine="per-run"), dataclasses.replace(twin, engine="per-run")
         for spec in (ours, twin):
             run_dir = paths.inside(study_dir / "runs", *spec.run_id.split("/"))
             pairs.append(PlannedRun(index=len(pairs) + 1, spec=spec, run_dir=run_dir,
