@@ -75,3 +75,17 @@ def test_bundle_refuses_an_unrendered_study_and_a_bad_destination(study: Path, t
     shutil.rmtree(study / "report")
     with pytest.raises(UserError, match="no rendered report"):
         publish(study, tmp_path / "b2")
+
+
+def test_a_study_keeps_one_copy_of_each_change_set(tmp_path: Path, monkeypatch) -> None:
+    from harness.core import source
+
+    monkeypatch.setattr(source, "source_state", lambda: ({"commit": "c" * 40, "dirty": True, "diff_sha256": "d" * 64},
+                                                         "diff --git a/x b/x\n"))
+    runs = [tmp_path / "s" / "runs" / "series" / "leg" / "m" / w / "default" / "r1" for w in ("w1", "w2")]
+    for d in runs:
+        d.mkdir(parents=True)
+        got = source.harness_source(d)["harness_source"]
+        assert (d / got["diff"]).resolve() == tmp_path / "s" / source.DIFFS_DIR / ("d" * 16 + ".diff")
+        assert not (d / source.DIFF_FILE).exists()
+    assert len(list((tmp_path / "s" / source.DIFFS_DIR).iterdir())) == 1

@@ -10,6 +10,7 @@ without git, the state is "unknown" rather than a guess.
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from harness.core.paths import PROJ_ROOT
 
 DIFF_FILE = "harness.diff"
+DIFFS_DIR = "harness-diffs"
 
 
 def _git(*args: str) -> str | None:
@@ -47,10 +49,21 @@ def source_state() -> tuple[dict[str, Any], str]:
 
 
 def harness_source(run_dir: Path) -> dict[str, Any]:
-    """The record's `manifest.harness_source` entry; a dirty checkout's diff goes to
-    `run_dir/harness.diff`."""
+    """The record's `manifest.harness_source` entry. A dirty checkout's diff is written once per study
+    and change set, `<study>/harness-diffs/<sha256[:16]>.diff` (a sweep's runs share one, and a diff of
+    work in progress can be large), and the entry names it relative to the run's folder; outside a
+    study's runs/ folder it goes beside the record as `harness.diff`."""
     state, diff = source_state()
     if diff:
-        (run_dir / DIFF_FILE).write_text(diff, encoding="utf-8")
-        state["diff"] = DIFF_FILE
+        study = next((a.parent for a in run_dir.resolve().parents if a.name == "runs"), None)
+        if study is None:
+            target = run_dir / DIFF_FILE
+        else:
+            target = study / DIFFS_DIR / f"{state['diff_sha256'][:16]}.diff"
+            target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists():
+            tmp = target.with_name(target.name + ".tmp")
+            tmp.write_text(diff, encoding="utf-8")
+            tmp.replace(target)
+        state["diff"] = os.path.relpath(target, run_dir.resolve())
     return {"harness_source": state}
