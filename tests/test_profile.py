@@ -84,7 +84,7 @@ def test_kernel_diff_of_two_real_traces(tmp_path):
     assert d.families["diff"].sum() == pytest.approx(d.gap)
     assert d.families["share_of_gap"].sum() == pytest.approx(1.0)
     for leg, tot in zip(d.legs, d.total):
-        s = json.loads((Path(ds.records.loc[(ds.records["leg"] == leg) & ds.records["profiled"], "run_dir"].iloc[0])
+        s = json.loads((ds.root / ds.records.loc[(ds.records["leg"] == leg) & ds.records["profiled"], "run_dir"].iloc[0]
                         / "profile.json").read_text())["summary"]
         assert tot == pytest.approx(s["profiled_s"] / META[leg]["output_tokens"])
     # One-leg operators are listed with the leg, and hold zero on the other side.

@@ -54,12 +54,22 @@ FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(rx, 
     ("GEMM", r"(^|[^a-z])(mm|bmm|addmm|matmul|linear|gemm|gemv|dot)([^a-z]|$)|gemm|cutlass|cublas|onednn|"
              r"mkldnn|dnnl|brgemm|sgemm|wgmma|nvjet|_mm_|mm_"),
     ("memcpy", r"memcpy|memset|copy_|_to_copy|aten::to$|clone|contiguous|pin_memory|h2d|d2h|dtoh|htod"),
-    ("elementwise", r"add|mul|sub|div|silu|gelu|relu|norm|exp|pow|rsqrt|mean|sum|fill|zero|where|neg|sigmoid|"
-                    r"tanh|act_and_mul|elementwise|vectorized|reduce|cat|index|gather|scatter|embedding|"
-                    r"slice|view|reshape|select|empty|arange|clamp|cumsum|max|min|eq|ne|lt|gt|masked"),
+    # Inductor's compiled code on the CPU: the graph's own (fused pointwise, normalisation, rotary) kernels;
+    # the GEMMs and attention it calls are operators of their own, nested in it, so not in its self time.
+    ("elementwise", r"compiledfxgraph|triton_(poi|per|red)|add|mul|sub|div|silu|gelu|relu|norm|exp|pow|rsqrt|mean|"
+                    r"sum|fill|zero|where|sigmoid|tanh|act_and_mul|elementwise|vectorized|reduce|cat|index|gather|"
+                    r"scatter|embedding|slice|view|reshape|select|empty|arange|clamp|cumsum|masked|"
+                    r"aten::(neg|max|min|eq|ne|lt|gt|le|ge|abs|sqrt|any|all|unsqueeze|squeeze|t|as_strided|"
+                    r"resize_|expand|narrow|split|stack|flatten|permute|transpose|repeat)$"),
 ))
+# Names that carry a per-build hash (Inductor's compiled graphs): one name on every leg.
+_HASHED = re.compile(r"(CompiledFxGraph) \S+")
 FAMILY_NAMES = ("attention", "GEMM", "MoE", "communication", "sampling", "elementwise", "memcpy", "other")
 OUTSIDE = "(outside operators)"   # the profiled span no operator covers: Python, scheduling, waiting
+
+
+def op_name(name: str) -> str:
+    return _HASHED.sub(r"\1", name)
 
 
 def family(name: str) -> str:
@@ -141,7 +151,7 @@ def summarize(events: list[dict], *, top: int = TOP) -> Summary:
     if gpu:
         device = "cuda"
         for e in gpu:
-            by_name.setdefault(str(e["name"]), []).append(e["dur"] / 1e6)
+            by_name.setdefault(op_name(str(e["name"])), []).append(e["dur"] / 1e6)
         op_s = sum(sum(v) for v in by_name.values())
         profiled = op_s
     else:
@@ -191,7 +201,7 @@ def summarize(events: list[dict], *, top: int = TOP) -> Summary:
 
 def _close(frame: list, by_name: dict[str, list[float]]) -> None:
     _, e, child = frame
-    by_name.setdefault(str(e["name"]), []).append(max(e["dur"] - child, 0.0) / 1e6)
+    by_name.setdefault(op_name(str(e["name"])), []).append(max(e["dur"] - child, 0.0) / 1e6)
 
 
 def _union(evs: list[dict]) -> float:
