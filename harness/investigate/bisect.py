@@ -561,7 +561,7 @@ def read_record(path: Path) -> BisectRecord:
 
 def read_records(root: Path = RESULTS_DIR) -> list[BisectRecord]:
     """Every bisect record directly under `root`, oldest first (for the report and the notebooks)."""
-    return sorted((read_record(p) for p in sorted(root.glob("*.json"))), key=lambda r: r.created_at)
+    return record.read_typed_dir(root, "bisect", BisectRecord, SCHEMA_VERSION)  # type: ignore[return-value]
 
 
 def bisect_section_md(rec: BisectRecord) -> str:

@@ -459,7 +459,7 @@ def read_record(path: Path) -> WindowRecord:
 
 def read_records(root: Path = RESULTS_DIR) -> list[WindowRecord]:
     """Every window record directly under `root`, oldest first (for the report and the notebooks)."""
-    return sorted((read_record(p) for p in sorted(root.glob("*.json"))), key=lambda r: r.created_at)
+    return record.read_typed_dir(root, "window", WindowRecord, SCHEMA_VERSION)  # type: ignore[return-value]
 
 
 def _range_text(w: Window, status: dict[str, str]) -> str:

@@ -385,3 +385,9 @@ def read_typed(path: Path, kind: str, model: type[BaseModel], schema_version: in
         raise InvalidFileError(path, f"schema_version {version!r} is not one this harness reads "
                                      f"(<= {schema_version}); upgrade the harness")
     return model.model_validate(data)
+
+
+def read_typed_dir(root: Path, kind: str, model: type[BaseModel], schema_version: int) -> list[BaseModel]:
+    """Every `kind` record directly under `root`, oldest first by `created_at` (bisect, window)."""
+    recs = [read_typed(p, kind, model, schema_version) for p in sorted(Path(root).glob("*.json"))]
+    return sorted(recs, key=lambda rec: getattr(rec, "created_at", ""))
