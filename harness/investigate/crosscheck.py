@@ -24,6 +24,7 @@ from harness.schema import crosscheck as crosscheck_file
 from harness.schema import record
 from harness.schema.crosscheck import CrosscheckRecord
 from harness.core.errors import UserError
+from harness.measure import leg as legmod
 from harness.measure.run import WORKER, RunSpec
 from harness.measure.scenario import Arm
 from harness.analyze.stats import ratio
@@ -253,6 +254,7 @@ def tokenization_cost(args: SweepArgs, *, repeats: int = 5) -> list[dict]:
         if wl.kind != "throughput" or key in seen:
             continue
         seen.add(key)
+        legmod.ensure(p.spec.leg_env)  # built if missing, as a sweep would
         with tempfile.TemporaryDirectory() as tmp:
             spec = {"model_path": p.spec.model_path, "tokenizer": p.spec.model.tokenizer, "seed": wl.seed,
                     "num_prompts": wl.work["num_prompts"], "input_len": wl.input_len, "repeats": repeats,
