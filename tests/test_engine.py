@@ -90,7 +90,9 @@ def test_real_records_are_complete(real_sweep):
         assert 0 < rec.timing.timed_s < rec.timing.wall_s and rec.timing.engine_init_s > 0
     thr = next(r for r in ok if r.workload == "thr")
     assert thr.work.num_seqs == 8 and thr.work.output_tokens == 8 * 16 and thr.work.prompt_tokens == 8 * 32
-    assert thr.metrics.total_tok_s == pytest.approx((8 * 32 + 8 * 16) / thr.timing.timed_s, rel=1e-6)
+    # The metric comes from the pass's own clock; the timed region holds it and the bookkeeping around it.
+    assert len(thr.timing.passes_s) == 1 and thr.timing.passes_s[0] <= thr.timing.timed_s
+    assert thr.metrics.total_tok_s == pytest.approx((8 * 32 + 8 * 16) / thr.timing.passes_s[0], rel=1e-6)
     assert thr.work.prompts_sha256
     lat = next(r for r in ok if r.workload == "lat")
     assert len(lat.metrics.samples_ms_per_token) == 2 and lat.metrics.ms_per_token > 0

@@ -109,7 +109,7 @@ class Timing(_Frozen):
     engine_init_s: float | None = None
     warmup_s: float | None = None
     timed_s: float | None = None       # the timed region alone (every pass)
-    passes_s: list[float] = Field(default_factory=list)  # each timed pass, when there were several
+    passes_s: list[float] = Field(default_factory=list)  # each timed pass's own clock (older records: only when several)
 
     @property
     def timed_share(self) -> float | None:

@@ -258,10 +258,11 @@ def measure_one(llm, wl: dict, run_dir: Path, ev: Events, ctx: dict, *, init_s: 
             **{k: v for k, v in inputs.items() if k not in ("prompt_tokens", "prompts_sha256")}}
     if hasattr(kind, "collect"):  # what a kind keeps of the outputs themselves (files in run_dir)
         work["outputs"] = kind.collect(timed_outs, wl, run_dir, ctx)
-    timing = {"engine_init_s": init_s, "warmup_s": warm_s, "timed_s": timed_s}
+    # Every pass's own clock goes along, one pass too: the metrics are computed from these, and
+    # timed_s also holds the bookkeeping between calls, so it cannot be used to re-derive them.
+    timing = {"engine_init_s": init_s, "warmup_s": warm_s, "timed_s": timed_s, "passes_s": [x.seconds for x in passes]}
     if len(passes) > 1:
         work["passes"] = len(passes)
-        timing["passes_s"] = [x.seconds for x in passes]
     WorkerResult(metrics=kind.metrics(timed), work=work, timing=timing).write(run_dir)
 
 
