@@ -40,6 +40,24 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
+# The vector extensions a CPU backend's kernels are chosen by: two hosts that both say "AMD EPYC" can
+# differ here, and a CPU number is only comparable to one measured with the same set.
+_ISA = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni",
+        "avx512_fp16", "amx_bf16", "amx_int8", "amx_tile", "sve", "asimd")
+
+
+def _cpu_isa() -> list[str] | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    have = set(line.split(":", 1)[1].split())
+                    return [x for x in _ISA if x in have]
+    except OSError:
+        pass
+    return None
+
+
 def _nvidia_smi() -> dict:
     exe = shutil.which("nvidia-smi")
     if not exe:
@@ -81,6 +99,7 @@ def capture(import_torch: bool = True) -> dict:
         "host": socket.gethostname(),
         "platform": platform.platform(),
         "cpu_model": _cpu_model(),
+        "cpu_isa": _cpu_isa(),
         "cpu_count": os.cpu_count(),
         "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
