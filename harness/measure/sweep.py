@@ -22,13 +22,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harness import __version__
 
-from harness.measure import guard, leg as legmod
+from harness.measure import dryrun, guard, leg as legmod
 
 from harness.core import paths
 
 from harness.schema import record, sweep_index
 from harness.schema import study as study_file
-from harness.core.errors import UserError
+from harness.core.errors import LegEnvError, UserError
 from harness.core.yamlio import read_yaml
 from harness.measure.leg import LegEnv
 from harness.schema.record import RunRecord
@@ -157,8 +157,9 @@ def check_model_paths(sc_file: Path, sc: Scenario, names: list[str]) -> None:
 
 
 def resolve_envs(sc: Scenario, leg_names: list[str], model_names: list[str], arm_names: list[str],
-                 *, offline: bool = False) -> dict[tuple[str, str, str], LegEnv]:
-    """One env per (leg, model, arm); pins make derived envs, which are shared when identical."""
+                 *, offline: bool = False, dry_run: bool = False) -> dict[tuple[str, str, str], LegEnv]:
+    """One env per (leg, model, arm); pins make derived envs, which are shared when identical.
+    In a dry run a leg that does not resolve here is listed as unresolved instead of stopping it."""
     envs: dict[tuple[str, str, str], LegEnv] = {}
     cache: dict[tuple[str, tuple[str, ...]], LegEnv] = {}
     for ln in leg_names:
@@ -169,7 +170,13 @@ def resolve_envs(sc: Scenario, leg_names: list[str], model_names: list[str], arm
                 pins = tuple(spec.model_pins.get(mn, [])) + tuple(arm.pins)
                 key = (ln, pins)
                 if key not in cache:
-                    cache[key] = legmod.resolve(spec, pins, offline=offline)
+                    try:
+                        cache[key] = legmod.resolve(spec, pins, offline=offline)
+                    except LegEnvError as e:
+                        if not dry_run:
+                            raise
+                        console.print(f"[yellow]dry run: {e}")
+                        cache[key] = dryrun.unresolved_env(spec, pins, e)
                 envs[(ln, mn, an)] = cache[key]
     return envs
 
@@ -187,7 +194,8 @@ def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
         raise UserError(f"--study: {why}")
     study_dir = paths.inside(args.results, study)
     check_model_paths(sc_file, sc, models)
-    envs = resolve_envs(sc, legs, models, arms, offline=args.offline)
+    envs = (resolve_envs(sc, legs, models, arms, offline=args.offline, dry_run=True) if args.dry_run
+            else resolve_envs(sc, legs, models, arms, offline=args.offline))
     sources = {m: model_source(sc_file, sc.model(m)) for m in models}
     engine = args.engine or sc.engine
     planned: list[PlannedRun] = []
@@ -278,7 +286,8 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
     if args.dry_run:
         for p in planned:
             console.print(f"{p.index:>4}  {'reuse' if p.reuse else 'run  '}  {p.spec.run_id}  "
-                          f"env={p.spec.leg_env.name}")
+                          f"env={p.spec.leg_env.name}", highlight=False)
+            console.print(f"      inputs: {dryrun.inputs_line(p.spec.workload.work)}", highlight=False)
         return SweepResult(invocation_id="dry-run", study_dir=study_dir, records=[], measured=0,
                            reused=sum(p.reuse is not None for p in planned), index_path=Path())
     # Sortable by name in the order invocations started (milliseconds), unique by the suffix.
