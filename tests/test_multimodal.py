@@ -247,7 +247,6 @@ workloads:
 
 
 @pytest.mark.engine
-@pytest.mark.skip(reason="not yet passed end to end: the image run measured, the audio (Whisper) run never ran through the harness on the machine it was written on (issue 12 stays open until it does)")
 def test_tiny_image_and_audio_workloads_on_a_real_engine(tmp_path, monkeypatch, qwen, whisper):
     from harness.measure.sweep import SweepArgs, sweep
     from tests.conftest import write_scenario

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Interleave the two engine modes repeat by repeat, alternating which goes first; each call measures
 # only the new repeat (--resume reuses the earlier ones). Runs from a fixed snapshot of the harness.
-: "${PROJECT:?the project checkout}" "${SNAPSHOT:?a checkout of the harness at commit 083c4aa}"
+: "${PROJECT:?the project checkout}" "${SNAPSHOT:?a checkout of the harness (a fixed commit)}"
 cd $SNAPSHOT
 export PYTHONPATH=$SNAPSHOT HARNESS_CACHE=$PROJECT/.cache
 for r in 1 2 3 4 5; do
