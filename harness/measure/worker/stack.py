@@ -58,6 +58,16 @@ def _cpu_isa() -> list[str] | None:
     return None
 
 
+def _cpu_device(m: dict) -> str | None:
+    """The CPU as a device: model, cores this process may use, and the widest vector extensions, so
+    repeats on hosts that differ there are never merged into one cell (the device is a merge key)."""
+    if not m.get("cpu_model"):
+        return None
+    top = [x for x in (m.get("cpu_isa") or []) if x in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "sve", "asimd")]
+    cores = len(m["cpu_affinity"]) if m.get("cpu_affinity") else m.get("cpu_count")
+    return f"{m['cpu_model']} ({cores} cores{', ' + '+'.join(top) if top else ''})"
+
+
 def _nvidia_smi() -> dict:
     exe = shutil.which("nvidia-smi")
     if not exe:
@@ -133,8 +143,7 @@ def capture(import_torch: bool = True) -> dict:
         except Exception as e:  # noqa: BLE001 - a broken torch is a fact to record, not to raise
             m["torch_import_error"] = f"{type(e).__name__}: {e}"
     gpus = (m.get("nvidia_smi") or {}).get("gpus") or []
-    m["device"] = (f"{len(gpus)}x {gpus[0]['name']} (driver {gpus[0]['driver']})" if gpus
-                   else m["cpu_model"])
+    m["device"] = (f"{len(gpus)}x {gpus[0]['name']} (driver {gpus[0]['driver']})" if gpus else _cpu_device(m))
     return m
 
 
