@@ -81,6 +81,18 @@ def cmd_equivalence(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_engine_reuse(a: argparse.Namespace) -> int:
+    from harness.analyze.dataset import load
+    from harness.investigate.engine_reuse import reuse_md, reuse_table
+
+    rows = reuse_table(load(a.study_dir), per_run=a.per_run, per_group=a.per_group)
+    if not rows:
+        raise UserError(f"{a.study_dir}: no (leg, model, workload) measured in both series "
+                        f"{a.per_run!r} and {a.per_group!r}")
+    print(reuse_md(rows), end="")
+    return 0
+
+
 def cmd_export(a: argparse.Namespace) -> int:
     from harness.analyze.canonical import canonicalize
     from harness.analyze.dataset import load
@@ -233,6 +245,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--legs", nargs=2, metavar=("A", "B"),
                    help="the two legs (names or labels), A the reference (default: each pair of consecutive legs)")
     s.set_defaults(func=cmd_equivalence)
+
+    s = sub.add_parser("engine-reuse", help="does one engine serving a group's workloads change any number: "
+                                            "per-group ÷ per-run per (leg, model, workload), with its interval")
+    s.add_argument("study_dir", type=Path, help="study folder (results/<study>) holding both series")
+    s.add_argument("--per-run", default="per-run", metavar="SERIES", help="series measured one engine per run")
+    s.add_argument("--per-group", default="per-group", metavar="SERIES", help="series measured one engine per group")
+    s.set_defaults(func=cmd_engine_reuse)
 
     s = sub.add_parser("export", help="the canonical runs as Parquet + CSV + data dictionary")
     s.add_argument("study_dir", type=Path, help="study folder (results/<study>)")

@@ -67,3 +67,18 @@ arms: [{name: a1}, {name: a2}]
     fp = {p.spec.run_id: p.spec.fingerprint for p in per_run}
     assert all(fp[p.spec.run_id] != p.spec.fingerprint for p in runs)
     assert [p.spec.run_id for p in per_run][1] == "t/cpu-0.27.1/m/w1/a2/r1"  # per-run: arms innermost, as before
+
+
+def test_cli_prints_the_table_and_a_study_without_both_series_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    _study(tmp_path, {"mixed": [100, 101, 99]}, {"mixed": [100, 100, 101]})
+    p = subprocess.run([sys.executable, "-m", "harness", "engine-reuse", str(tmp_path / "reuse")],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "| cpu-0.32.0 | `tiny` | mixed | 3 / 3 |" in p.stdout
+    p = subprocess.run([sys.executable, "-m", "harness", "engine-reuse", str(tmp_path / "reuse"), "--per-group", "nope"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip().count("\n") == 0 and "'nope'" in p.stderr
