@@ -380,3 +380,25 @@ def test_lost_node_is_retried_elsewhere_and_nothing_is_left_behind(tmp_path, nod
     finally:
         left = c.stop()
     assert left == [], f"Ray processes outlived the cluster: {left}"
+
+
+def test_every_file_a_run_leaves_comes_back_and_none_lands_outside_its_folder(tmp_path):
+    """What a node sends back: every file of the run's scratch folder (requests.json, a profile in a
+    subfolder), landed under the run folder; a name that would climb out is refused."""
+    from harness.measure.executors.ray import land, run_files
+
+    scratch = tmp_path / "scratch"
+    (scratch / "profile").mkdir(parents=True)
+    (scratch / "run.log").write_text("log")
+    (scratch / "requests.json").write_text("{}")
+    (scratch / "profile" / "trace.json.gz").write_bytes(b"\x1f\x8b")
+    (scratch / "results.json").write_text("{}")
+    files = run_files(scratch)
+    assert sorted(files) == ["profile/trace.json.gz", "requests.json", "run.log"]
+    shipped = (Path(__file__).parents[1] / "results" / "cpu-engine-reuse" / "runs" / "per-run" / "cpu-0.32.0"
+               / "tiny-llama" / "mixed" / "default" / "r1" / "results.json")
+    rec = record.read(shipped)
+    land(tmp_path / "run", rec, files)
+    assert (tmp_path / "run" / "profile" / "trace.json.gz").read_bytes() == b"\x1f\x8b"
+    with pytest.raises(UserError, match="outside"):
+        land(tmp_path / "run2", rec, {"../escape.txt": b"x"})

@@ -29,14 +29,15 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from filelock import FileLock
 
 from harness import __version__
 
-from harness.measure import guard, leg as legmod
+from harness.core import paths
+from harness.measure import guard, leg as legmod, serve
 from harness.core.errors import UserError
 from harness.schema.record import Failure, RunRecord, Timing, now, write
 from harness.measure.run import RunSpec, execute, kill_orphans
@@ -122,9 +123,11 @@ def run_on_node(spec: RunSpec, *, invocation_id: str, dirty: list[str], allow_di
         scratch = Path(tempfile.mkdtemp(prefix="harness-run-"))
         placement["scratch_dir"] = str(scratch)  # the run_dir its spec.json names
         try:
-            rec = execute(spec, scratch, invocation_id=invocation_id, dirty=[*dirty, *found],
-                          allow_dirty=allow_dirty, runner=RUNNER, attempt=attempt)
-            files = {n: (scratch / n).read_bytes() for n in RUN_FILES if (scratch / n).exists()}
+            # A serve run drives the leg's server from this task; everything else is the bench worker.
+            run = serve.execute if spec.workload.kind == "serve" else execute
+            rec = run(spec, scratch, invocation_id=invocation_id, dirty=[*dirty, *found],
+                      allow_dirty=allow_dirty, runner=RUNNER, attempt=attempt)
+            files = run_files(scratch)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     yield {"record": rec.model_dump(mode="json"), "files": files, "placement": placement}
@@ -162,13 +165,23 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
+def run_files(scratch: Path) -> dict[str, bytes]:
+    """Every file the run left in its folder (requests.json, outputs, profile traces and summaries
+    included: each is bounded where it is written), by path relative to it; results.json is sent
+    as the record itself."""
+    return {p.relative_to(scratch).as_posix(): p.read_bytes() for p in sorted(scratch.rglob("*"))
+            if p.is_file() and not p.is_symlink() and p.name != "results.json"}
+
+
 def land(run_dir: Path, rec: RunRecord, files: dict[str, bytes]) -> None:
     """Write a run's files in the local layout; results.json goes last, so --resume never sees half a run."""
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("results.json", *RUN_FILES):
         (run_dir / stale).unlink(missing_ok=True)
     for name, data in files.items():
-        (run_dir / name).write_bytes(data)
+        dest = paths.inside(run_dir, *PurePosixPath(name).parts)  # a name from a node never leaves the run
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
     write(rec, run_dir)
 
 
