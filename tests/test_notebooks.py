@@ -221,6 +221,19 @@ def test_cpu_repeat_variant(tmp_path):
     assert figures_drawn(nb) == {"fig-repeat-samples": True, "fig-ratio-vs-decode": True}
 
 
+@pytest.mark.skipif(not study_has_runs("cpu-tiny-mm"), reason="results/cpu-tiny-mm not measured")
+def test_decode_share_of_the_multimodal_study_is_measured_and_its_order_not_overread():
+    """The shipped image/video records carry vLLM's request stats: the decode share is measured decode
+    time, and with no ratio outside the repeat noise the rank correlation is said to be no evidence."""
+    st = repeat.repeat_study(load(paths.RESULTS / "cpu-tiny-mm"), series="cpu-tiny-mm", model="tiny-qwen2-vl",
+                             legs="cpu-0.27.1,cpu-0.32.0")
+    assert set(st.table["decode_share_source"]) == {"measured decode time"} and set(st.table["old_n"]) == {3}
+    last = repeat.repeat_conclusion(st)[-1]
+    assert last.startswith("Against decode share (") and "over 4 workloads" in last
+    if not set(st.table["verdict"]) & {"faster", "slower"}:
+        assert "is read from the repeat noise and is no evidence either way" in last
+
+
 @pytest.mark.skipif(not study_has_runs("cpu-tiny"), reason="results/cpu-tiny not measured yet")
 @pytest.mark.parametrize("allow_reused", [None, True])
 def test_cpu_tiny_dispersion_variant(tmp_path, allow_reused):

@@ -240,8 +240,13 @@ def repeat_conclusion(study: RepeatStudy) -> list[str]:
                      "rises as the workload is more decode-bound" if rho > 0 else "does not move with decode share")
         few = (f"; with {len(have)} workloads any order is a perfect rank correlation, so this shows the order, "
                "not a trend") if len(have) < 3 else ""
+        # The order of the ratios is only evidence where the ratios themselves are: with every
+        # ratio inside the repeat noise, a rank correlation over them describes that noise.
+        moved = [r.workload for r in have.itertuples() if r.verdict in ("faster", "slower")]
+        noise = ("" if moved else "; no ratio among them differs from 1.00 by the significance rule, so this order "
+                 "is read from the repeat noise and is no evidence either way")
         out.append(f"Against decode share ({order}): the ratio {direction} (Spearman rank correlation "
-                   f"{rho:+.2f} over {len(have)} workloads{few}).")
+                   f"{rho:+.2f} over {len(have)} workloads{few}{noise}).")
     elif len(t):
         tok = ", ".join(f"{r.workload} {r.output_tokens_per_seq:,.0f}" for r in t.itertuples()
                         if is_present(r.output_tokens_per_seq))
