@@ -47,10 +47,12 @@ def crosscheck_section_md(st: Study) -> str:
 
 
 def side_records_md(st: Study) -> str:
-    """Bisect and dependency-window records whose legs belong to this study."""
+    """Bisect records of this study's legs and models (a bisect of another model says nothing about
+    these), and dependency-window records of its legs (a window is a property of the leg's stack)."""
     from harness.investigate import bisect, window
 
     legs = {n for n, _ in _legs(st.canon)}
+    models = set(st.canon.cells["model"]) if len(st.canon.cells) else set()
     out = []
     root = st.root.parent
     try:
@@ -59,7 +61,7 @@ def side_records_md(st: Study) -> str:
     except UserError as e:
         return f"_A bisect or window record could not be read: {e}_\n"
     for rec in bis:
-        if {rec.inputs.good, rec.inputs.bad} <= legs:
+        if {rec.inputs.good, rec.inputs.bad} <= legs and rec.inputs.model in models:
             out.append(bisect.bisect_section_md(rec))
     for rec in win:
         if rec.leg in legs:
