@@ -485,3 +485,15 @@ def test_one_leg_tables_say_nothing_about_ratios():
     st = load_study(h200)
     assert "Ratios new/old" not in throughput_md(st) and "Ratios old/new" not in latency_md(st)
     assert "compare/" not in report.links_md(st) and "`compare/`" not in report.about_md(st)
+
+
+def test_a_bisect_shows_only_in_the_reports_of_its_own_model():
+    """results/bisect holds a tiny-llama bisect between the two CPU legs: the cpu-tiny report lists
+    it, the multimodal study on the same legs (no tiny-llama) does not; window records (a property of
+    the leg's stack) show in both."""
+    from harness.publish.sections.diagnostics import side_records_md
+
+    tiny = side_records_md(load_study(paths.RESULTS / "cpu-tiny"))
+    mm = side_records_md(load_study(paths.RESULTS / "cpu-tiny-mm"))
+    assert "Bisect: cpu-tiny / tiny-llama / mixed" in tiny
+    assert "Bisect:" not in mm and "Dependency window" in mm
