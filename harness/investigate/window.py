@@ -504,6 +504,7 @@ def window_section_md(rec: WindowRecord) -> str:
     for n in rec.notes:
         lines += ["", f"Note: {n}."]
     lines += ["", f"Probed {rec.created_at} on leg env compat id {rec.leg_compat_id}; releases listed "
-                  "from the configured package index (its address is in the JSON record). Only the releases in the table were tested; this record says nothing "
+                  "from the configured package index (its address is in the JSON record). Only the releases "
+                  "in the table were tested; this record says nothing "
                   "about the untested releases between them."]
     return "\n".join(lines) + "\n"

@@ -194,8 +194,7 @@ def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
         raise UserError(f"--study: {why}")
     study_dir = paths.inside(args.results, study)
     check_model_paths(sc_file, sc, models)
-    envs = (resolve_envs(sc, legs, models, arms, offline=args.offline, dry_run=True) if args.dry_run
-            else resolve_envs(sc, legs, models, arms, offline=args.offline))
+    envs = resolve_envs(sc, legs, models, arms, offline=args.offline, dry_run=args.dry_run)
     sources = {m: model_source(sc_file, sc.model(m)) for m in models}
     engine = args.engine or sc.engine
     planned: list[PlannedRun] = []

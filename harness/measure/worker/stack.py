@@ -29,15 +29,23 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _cpu_model() -> str | None:
+def _cpuinfo() -> dict[str, str]:
+    """/proc/cpuinfo's first processor block, read once for the model and the flags."""
+    info: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor() or None
+    return info
+
+
+def _cpu_model(info: dict[str, str]) -> str | None:
+    return info.get("model name") or platform.processor() or None
 
 
 # The vector extensions a CPU backend's kernels are chosen by: two hosts that both say "AMD EPYC" can
@@ -46,16 +54,9 @@ _ISA = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512
         "avx512_fp16", "amx_bf16", "amx_int8", "amx_tile", "sve", "asimd")
 
 
-def _cpu_isa() -> list[str] | None:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    have = set(line.split(":", 1)[1].split())
-                    return [x for x in _ISA if x in have]
-    except OSError:
-        pass
-    return None
+def _cpu_isa(info: dict[str, str]) -> list[str] | None:
+    flags = info.get("flags", info.get("Features"))
+    return None if flags is None else [x for x in _ISA if x in set(flags.split())]
 
 
 def _cpu_device(m: dict) -> str | None:
@@ -96,6 +97,7 @@ def _leg_build() -> dict | None:
 
 
 def capture(import_torch: bool = True) -> dict:
+    cpu = _cpuinfo()
     packages = {name: _version(name) for name in KEY_PACKAGES}
     m: dict = {
         "packages": {k: v for k, v in packages.items() if v},
@@ -108,8 +110,8 @@ def capture(import_torch: bool = True) -> dict:
         "executable": sys.executable,
         "host": socket.gethostname(),
         "platform": platform.platform(),
-        "cpu_model": _cpu_model(),
-        "cpu_isa": _cpu_isa(),
+        "cpu_model": _cpu_model(cpu),
+        "cpu_isa": _cpu_isa(cpu),
         "cpu_count": os.cpu_count(),
         "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
