@@ -7,6 +7,8 @@
 #   C1  Qwen2-VL-7B on h200-0.26.0, repeat 1; only if it finished: C, both legs, 3 repeats
 #   D   crosscheck on Llama-3.1-8B mixed, h200-0.24.0, prefix caching off (per-run engines)
 #   E   engine-reuse series: Llama-3.1-8B on h200-0.26.0, one engine per run (h200-reuse-per-run)
+#   F   kernel profiles, both legs, one repeat: OLMoE-1B-7B mixed, then Qwen2-VL-7B image (arm
+#       default-profiled, never canonical), for profile-diff if the lease lasts
 # Expects the project snapshot at /root/repo, vLLM 0.26.0 in /root/site-0.26.0 and, before
 # phase B, vLLM 0.24.0 in /root/site-0.24.0 (its `.ready` marker is written last).
 set -u
@@ -44,4 +46,10 @@ log "D rc=$?"
 log "E: engine-reuse series (per-run) on h200-0.26.0"
 python3 -m harness sweep h200-reuse-per-run --study h200-ablation --results "$R" --resume >> "$R/sweep-E.log" 2>&1
 log "E rc=$?"
+log "F: profiled OLMoE mixed, both legs"
+sweep --model "$OL" --workload mixed --repeats 1 --profile 1 >> "$R/sweep-F.log" 2>&1
+log "F rc=$?"
+log "F2: profiled Qwen2-VL image, both legs"
+sweep --model "$VL" --workload image --repeats 1 --profile 1 >> "$R/sweep-F.log" 2>&1
+log "F2 rc=$?"
 log "done"
