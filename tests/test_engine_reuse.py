@@ -38,6 +38,21 @@ def test_equal_modes_give_no_difference_and_a_clear_shift_is_caught(tmp_path):
     assert "per-group ÷ per-run" in md and md.count("| cpu-0.32.0 |") == 2
 
 
+def test_only_the_same_arm_unprofiled_is_compared(tmp_path):
+    """A crosscheck's arm (prefix caching off) or a profiled run in one series is not part of the
+    default arm's comparison: on the H200 study the crosscheck's run had joined it once."""
+    ds = _study(tmp_path, {"mixed": [100, 101, 99]}, {"mixed": [100, 100, 101]})
+    d = tmp_path / "reuse"
+    write_run(d, record_dict(leg="cpu-0.32.0", leg_label="0.32", model="tiny", workload="mixed", value=50.0,
+                             series="per-group", arm="harness-no-prefix-cache"))
+    write_run(d, record_dict(leg="cpu-0.32.0", leg_label="0.32", model="tiny", workload="mixed", value=40.0,
+                             series="per-group", repeat=4, profile={"iterations": 1}))
+    rows = reuse_table(load(d))
+    assert [(r.arm, len(r.per_run), len(r.per_group)) for r in rows] == [("default", 3, 3)]
+    assert rows[0].ratio.verdict == "no difference detected" and min(rows[0].per_group) == 100
+    assert ds is not None
+
+
 def test_leg_order_alternates_and_shuffles_reproducibly():
     legs = ["a", "b", "c"]
     assert leg_order(legs, 1, "alternate") == ["a", "b", "c"] and leg_order(legs, 2, "alternate") == ["c", "b", "a"]

@@ -25,6 +25,7 @@ class ReuseRow:
     leg: str
     model: str
     workload: str
+    arm: str
     metric: str
     per_run: tuple[float, ...]
     per_group: tuple[float, ...]
@@ -34,12 +35,16 @@ class ReuseRow:
 
 
 def reuse_table(ds: Dataset, *, per_run: str = PER_RUN, per_group: str = PER_GROUP) -> list[ReuseRow]:
-    """One row per (leg, model, workload) measured in both series, in the study's order."""
-    df = ds.records[(ds.records["status"] == "ok") & ds.records["series"].isin([per_run, per_group])]
+    """One row per (leg, model, workload, arm) measured in both series, in the study's order.
+
+    Only like is compared with like: the same arm on both sides (a crosscheck's or an ablation's arm
+    changes what is measured), and never a profiled run (the profiler's cost is in its number)."""
+    rec = ds.records
+    df = rec[(rec["status"] == "ok") & rec["series"].isin([per_run, per_group]) & ~rec["profiled"].fillna(False).astype(bool)]
     rows: list[ReuseRow] = []
     key = {m: i for i, m in enumerate(ds.model_order())}
-    for (leg, model, wl), g in sorted(df.groupby(["leg", "model", "workload"]),
-                                      key=lambda kv: (kv[0][0], key.get(kv[0][1], 0), kv[0][2])):
+    for (leg, model, wl, arm), g in sorted(df.groupby(["leg", "model", "workload", "arm"]),
+                                           key=lambda kv: (kv[0][0], key.get(kv[0][1], 0), kv[0][2], kv[0][3])):
         kind = g["kind"].dropna().iloc[0] if g["kind"].notna().any() else None
         if kind not in workloads.KINDS:
             continue
@@ -49,7 +54,7 @@ def reuse_table(ds: Dataset, *, per_run: str = PER_RUN, per_group: str = PER_GRO
         if a.empty or b.empty:
             continue
         va, vb = tuple(a[metric.key].astype(float)), tuple(b[metric.key].astype(float))
-        rows.append(ReuseRow(leg=leg, model=model, workload=wl, metric=metric.key, per_run=va, per_group=vb,
+        rows.append(ReuseRow(leg=leg, model=model, workload=wl, arm=arm, metric=metric.key, per_run=va, per_group=vb,
                              ratio=ratio(va, vb, higher_is_better=metric.higher_is_better),
                              timed_share_per_run=_share(ds, a), timed_share_per_group=_share(ds, b)))
     return rows
@@ -62,7 +67,7 @@ def _share(ds: Dataset, runs: pd.DataFrame) -> float | None:
 
 def reuse_frame(rows: list[ReuseRow]) -> pd.DataFrame:
     return pd.DataFrame([{
-        "leg": r.leg, "model": r.model, "workload": r.workload, "metric": r.metric,
+        "leg": r.leg, "model": r.model, "workload": r.workload, "arm": r.arm, "metric": r.metric,
         "n per-run": len(r.per_run), "n per-group": len(r.per_group),
         "per-group ÷ per-run": r.ratio.value, "low": r.ratio.low, "high": r.ratio.high, "verdict": r.ratio.verdict,
         "spread per-run": r.ratio.spread_old, "spread per-group": r.ratio.spread_new,
@@ -80,7 +85,8 @@ def reuse_md(rows: list[ReuseRow]) -> str:
     for r in rows:
         ci = f" [{r.ratio.low:.3f}, {r.ratio.high:.3f}]" if r.ratio.low is not None else ""
         val = "—" if r.ratio.value is None else f"{r.ratio.value:.3f}"
-        lines.append(f"| {r.leg} | `{r.model}` | {r.workload} | {len(r.per_run)} / {len(r.per_group)} | {val}{ci} | "
+        wl = r.workload if r.arm == "default" else f"{r.workload} ({r.arm})"
+        lines.append(f"| {r.leg} | `{r.model}` | {wl} | {len(r.per_run)} / {len(r.per_group)} | {val}{ci} | "
                      f"{r.ratio.verdict} | {pct(r.ratio.spread_old)} / {pct(r.ratio.spread_new)} | "
                      f"{pct(r.timed_share_per_run)} / {pct(r.timed_share_per_group)} |")
     lines.append("")
