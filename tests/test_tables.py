@@ -148,6 +148,9 @@ def test_write_tables_writes_every_table_and_pair(tmp_path):
         assert {f"compare/{a}_vs_{b}.md", f"compare/{a}_vs_{b}.csv"} <= set(names)
     assert pd.read_parquet(out / "tables" / "throughput.parquet")["0.26"].tolist() == [4306.0, 22263.0]
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no scratch left behind
+    md = (out / "compare" / "gpu-0.18.0_vs_gpu-0.26.0.md").read_text()
+    # Kinds this study never measured (serving, greedy decode) get no empty table.
+    assert "### Throughput" in md and "Serving" not in md and "Greedy" not in md
 
 
 def test_manifest_lists_every_version_and_flags_mixed_legs(tmp_path):

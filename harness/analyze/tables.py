@@ -203,7 +203,9 @@ def write_tables(canon: Canonical, out_dir: Path) -> list[Path]:
             per_kind = compare(canon, a, b)
             folder = scratch / "compare"
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{a}_vs_{b}.md").write_text(f"## {la} vs {lb}\n\n" + "\n".join(x.markdown() for x in per_kind),
+            # A kind the study never measured (serving, say) gets no empty table of its own.
+            shown = [x for x in per_kind if len(x.data)] or list(per_kind[:1])
+            (folder / f"{a}_vs_{b}.md").write_text(f"## {la} vs {lb}\n\n" + "\n".join(x.markdown() for x in shown),
                                                   encoding="utf-8")
             pd.concat([x.data.assign(metric=_metric(k).key) for x, k in zip(per_kind, workloads.KINDS)]
                       ).to_csv(folder / f"{a}_vs_{b}.csv", index=False)
