@@ -215,6 +215,15 @@ def cmd_profile_diff(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_client_overhead(a: argparse.Namespace) -> int:
+    from harness.investigate.client_overhead import MD_NAME, run_and_write
+
+    path = run_and_write(a.out_dir, concurrencies=tuple(a.concurrency), requests=a.requests,
+                         output_tokens=a.output_tokens)
+    print((path.parent / MD_NAME).read_text(encoding="utf-8"), end="")
+    return 0
+
+
 def cmd_publish(a: argparse.Namespace) -> int:
     from harness.publish.bundle import bundle_summary, publish
 
@@ -310,6 +319,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--all", action="store_true", help="also list cells only one study has")
     s.add_argument("--out", type=Path, help="write the markdown to this file instead of stdout")
     s.set_defaults(func=cmd_compare_studies)
+
+    s = sub.add_parser("client-overhead", help="the serving client's own CPU share and highest request rate "
+                                               "against a trivial local endpoint (no model)")
+    s.add_argument("out_dir", type=Path, help="folder for client-overhead.json / .md")
+    s.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 64, 256])
+    s.add_argument("--requests", type=int, default=2000, help="requests per point")
+    s.add_argument("--output-tokens", type=int, default=64, help="streamed tokens per request")
+    s.set_defaults(func=cmd_client_overhead)
 
     s = sub.add_parser("publish", help="a citable bundle of a rendered study: card, report, records, logs.tar.gz, "
                                        "patches/, compare/, and the command that regenerates it")
