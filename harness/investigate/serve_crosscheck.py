@@ -44,7 +44,7 @@ from harness.measure import leg as legmod
 from harness.measure.executors import console
 from harness.measure.run import (RunSpec, _safe, emit, prepare_run_dir, process_group, kill_orphans, run_environ,
                                  worker_spec)
-from harness.measure.serve import Server, _failed_point, _measure_point, _vocab, prompts_for, served_name
+from harness.measure.serve import Server, failed_point, measure_point, prompts_for, recorded_vocab, served_name
 from harness.measure.sweep import SweepArgs, plan
 from harness.schema import record
 from harness.schema.serve import Dist, ServePoint
@@ -267,7 +267,7 @@ def _vllm_point(server: Server, spec: RunSpec, p: kind.Point, run_dir: Path, stu
 def _not_run(p: kind.Point, work: dict[str, Any], repeat: int, instance: int, reason: str) -> PointPair:
     return PointPair(index=p.index, concurrency=p.concurrency, request_rate=p.request_rate,
                      seed=kind.point_seed(work, p.index), first=first_side(p.index, repeat),
-                     harness=_failed_point(p, work, instance, reason), vllm=VllmPoint(status="failed", reason=reason))
+                     harness=failed_point(p, work, instance, reason), vllm=VllmPoint(status="failed", reason=reason))
 
 
 def first_side(index: int, repeat: int) -> Literal["harness", "vllm"]:
@@ -299,7 +299,7 @@ def measure_repeat(spec: RunSpec, run_dir: Path, study_dir: Path, *, prefix: Seq
     timeout = min(work["startup_timeout_s"], spec.timeout_s)
     try:
         why, init_s = server.start(timeout)
-        vocab = _vocab(run_dir) if why is None else None
+        vocab = recorded_vocab(run_dir) if why is None else None
         if why is None and vocab is None:
             why = "no model files on disk to draw prompt ids from (serve needs config.json or tokenizer.json)"
         if why is not None:
@@ -340,11 +340,11 @@ def _pair(server: Server, spec: RunSpec, p: kind.Point, prompts: list[list[int]]
         if not server.alive():  # the other side's run killed it: nothing to measure against
             why = f"not measured: {server.exit_reason()} during the other client's run"
             if side == "harness":
-                ours = _failed_point(p, work, server.starts, why)
+                ours = failed_point(p, work, server.starts, why)
             else:
                 theirs = VllmPoint(status="failed", reason=why)
         elif side == "harness":
-            ours = _measure_point(server, spec, p, prompts)
+            ours = measure_point(server, spec, p, prompts)
         else:
             theirs, shown = _vllm_point(server, spec, p, run_dir, study_dir, prefix, env)
     assert ours is not None and theirs is not None

@@ -134,7 +134,7 @@ class Server:
         self._ctx, self.proc = None, None
 
 
-def _vocab(run_dir: Path) -> int | None:
+def recorded_vocab(run_dir: Path) -> int | None:
     sizes = [e.get("size") for e in read_events(run_dir) if e.get("phase") == "prompt_vocab"]
     return sizes[-1] if sizes and isinstance(sizes[-1], int) else None
 
@@ -169,7 +169,7 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
             status = "timeout" if "not healthy" in why else "failed"
             failure_reason = why
         else:
-            vocab = _vocab(run_dir)
+            vocab = recorded_vocab(run_dir)
             if vocab is None:
                 raise _Refused("no model files on disk to draw prompt ids from (serve needs config.json or "
                                "tokenizer.json)")
@@ -184,15 +184,15 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
             emit(run_dir, "warmup_end", seconds=warm_s)
             for p, prompts in zip(plan, groups):
                 if time.monotonic() - t0 > spec.timeout_s:
-                    points.append(_failed_point(p, work, server.starts, f"run timed out after {spec.timeout_s:.0f} s"))
+                    points.append(failed_point(p, work, server.starts, f"run timed out after {spec.timeout_s:.0f} s"))
                     status = "timeout"
                     continue
                 if not server.alive():
                     why, _ = server.start(min(work["startup_timeout_s"], spec.timeout_s))
                     if why is not None:
-                        points.append(_failed_point(p, work, server.starts, f"restart failed: {why}"))
+                        points.append(failed_point(p, work, server.starts, f"restart failed: {why}"))
                         continue
-                points.append(_measure_point(server, spec, p, prompts))
+                points.append(measure_point(server, spec, p, prompts))
     except _Refused as e:
         status, failure_reason = "failed", str(e)
     finally:
@@ -244,12 +244,12 @@ def _label(p: ServePoint) -> str:
     return f"c={p.concurrency} rate={rate}"
 
 
-def _failed_point(p: kind.Point, work: dict[str, Any], instance: int, reason: str) -> ServePoint:
+def failed_point(p: kind.Point, work: dict[str, Any], instance: int, reason: str) -> ServePoint:
     return ServePoint(index=p.index, concurrency=p.concurrency, request_rate=p.request_rate,
                       seed=kind.point_seed(work, p.index), status="failed", reason=reason, server_instance=instance)
 
 
-def _measure_point(server: Server, spec: RunSpec, p: kind.Point, prompts: list[list[int]]) -> ServePoint:
+def measure_point(server: Server, spec: RunSpec, p: kind.Point, prompts: list[list[int]]) -> ServePoint:
     work = spec.workload.work
     seed = kind.point_seed(work, p.index)
     emit(server.run_dir, "point_start", index=p.index, concurrency=p.concurrency, request_rate=p.request_rate,
