@@ -13,23 +13,20 @@ import os
 import random
 import uuid
 from datetime import datetime
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from harness import __version__
-
-from harness.measure import dryrun, guard, leg as legmod
-
+from harness import __version__, workloads
 from harness.core import paths
-
-from harness.schema import record, sweep_index
-from harness.schema import study as study_file
 from harness.core.errors import LegEnvError, UserError
 from harness.core.yamlio import read_yaml
+from harness.measure import dryrun, guard, leg as legmod
+from harness.schema import record, sweep_index
+from harness.schema import study as study_file
 from harness.measure.leg import LegEnv
 from harness.schema.record import RunRecord
 from harness.measure.lock import waiting_node_lock
@@ -339,7 +336,10 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
                     entry["lost_attempts"] = rec.manifest["lost_attempts"]  # runs retried after a lost node
                 index["runs"].append(entry)
                 record.write_json_atomic(index_path, index)
-                value = rec.metrics.throughput_tok_s or rec.metrics.ms_per_token
+                # The kind's own metric: a serve run's is its peak output tok/s, not a throughput field.
+                kind = p.spec.workload.kind
+                key = workloads.kind(kind).METRIC.key if kind in workloads.KINDS else "throughput_tok_s"
+                value = getattr(rec.metrics, key, None)
                 shown = f"{value:,.2f}" if value else (rec.failure.reason[:80] if rec.failure else "")
                 colour = {"ok": "green", "failed": "red", "timeout": "red"}[rec.status]
                 bar.console.print(f"[{colour}]{rec.status:7}[/] run {p.index}/{len(planned)} "
