@@ -51,7 +51,8 @@ def points(canon: Canonical) -> pd.DataFrame:
     runs = runs[runs["kind"] == "serve"] if len(runs) else runs
     rows: list[dict[str, Any]] = []
     for _, r in runs.iterrows():
-        rec = read(Path(r["run_dir"]) / "results.json")
+        # run_dir is relative to the study folder, wherever the caller stands.
+        rec = read(Path(canon.dataset.root) / str(r["run_dir"]) / "results.json")
         if rec.serve is None:
             continue
         for p in rec.serve.points:
