@@ -218,3 +218,13 @@ def test_models_explained_and_on_what_evidence(tmp_path):
 def test_no_failures_no_rows(tmp_path):
     d = simple_study(tmp_path / "s", {("0.18", "m", "mixed"): [1.0], ("0.26", "m", "mixed"): [2.0]})
     assert failure_table(load(d)).empty
+
+
+def test_a_pydantic_validation_error_is_named_by_its_message_not_its_link():
+    tb = ("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+          "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+          "  Value error, User-specified max_model_len (100000) is greater than the derived max_model_len "
+          "[type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]\n"
+          "    For further information visit https://errors.pydantic.dev/2.12/v/value_error\n")
+    assert "User-specified max_model_len (100000)" in last_line(tb)
+    assert failure_reason([tb]).startswith("Value error, User-specified max_model_len")

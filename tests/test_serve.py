@@ -11,6 +11,7 @@ import signal
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -163,12 +164,28 @@ def test_curve_pareto_cost_and_ratios():
     assert r.loc[4, "tok_s_per_user_verdict"] == "no difference detected"
 
 
+def test_shipped_cpu_serve_study_reads_from_any_folder(tmp_path, monkeypatch):
+    """The shipped study (real records): every point of every canonical run, read relative to the study
+    folder, not the caller's working directory (it once read them relative to the latter)."""
+    from harness.analyze.canonical import canonicalize
+    from harness.analyze.dataset import load
+
+    study = Path(__file__).resolve().parents[1] / "results" / "cpu-serve"
+    monkeypatch.chdir(tmp_path)
+    pts = aserve.points(canonicalize(load(study)))
+    assert set(pts["leg"]) == {"cpu-0.27.1", "cpu-0.32.0"} and sorted(set(pts["concurrency"])) == [1, 4, 16]
+    assert len(pts) == 2 * 3 * 3 and (pts["output_tok_s"] > 0).all() and (pts["failed"] == 0).all()
+
+
 # --- a real server ------------------------------------------------------------------------------------
 
 LEG = "cpu-0.32.0"
 
 
-def _scenario(body_workloads: str, model_path: str = "tiny") -> str:
+EAGER = "max_model_len: 512, gpu_memory_utilization: 0.2, enforce_eager: true"
+
+
+def _scenario(body_workloads: str, model_path: str = "tiny", engine_args: str = EAGER) -> str:
     return f"""
 name: serve-test
 legs: [{LEG}]
@@ -177,7 +194,8 @@ models:
   - name: tiny-llama
     path: "{model_path}"
     dtype: float32
-    engine_args: {{max_model_len: 512, gpu_memory_utilization: 0.2}}
+    # Eager by default: what these tests check is the server's life cycle, not compiled speed.
+    engine_args: {{{engine_args}}}
 workloads:
 {body_workloads}
 """
@@ -193,7 +211,6 @@ def _no_run_left(lock) -> None:
 
 
 @pytest.mark.engine
-@pytest.mark.skip(reason="not yet passed on the CPU legs: no real server run finished on the machine it was written on (issue 22 stays open until it does)")
 def test_real_server_short_sweep_then_killed_mid_point(tmp_path):
     """One leg, points c=1 and c=4; in the second repeat the server is killed during its first point:
     that point is failed with the cause, the server starts again and the next point is measured.
@@ -243,19 +260,38 @@ def test_real_server_short_sweep_then_killed_mid_point(tmp_path):
 
 
 @pytest.mark.engine
-@pytest.mark.skip(reason="not yet passed on the CPU legs: no real server run finished on the machine it was written on (issue 22 stays open until it does)")
 def test_server_that_fails_to_start_is_recorded_with_its_cause(tmp_path):
+    """A max_model_len beyond the model's 2,048 positions: vLLM refuses it while the server starts."""
+    from harness.measure.sweep import SweepArgs, sweep
+    from tests.conftest import write_scenario
+
+    lock = tmp_path / "measure.lock"
+    os.environ["HARNESS_LOCK"] = str(lock)
+    path = write_scenario(tmp_path, _scenario(
+        "  - {name: srv, kind: serve, input_len: 16, output_len: 4, concurrency: [1], num_prompts: 2}",
+        engine_args="max_model_len: 100000, gpu_memory_utilization: 0.2, enforce_eager: true"))
+    rec = sweep(SweepArgs(scenario=str(path), results=tmp_path / "results", diagnose=False)).records[0]
+    assert rec.status == "failed" and rec.serve.points == [] and rec.serve.server_starts == 1
+    assert "max_model_len" in rec.failure.reason and "exit code" not in rec.failure.reason and rec.failure.traceback
+    _no_run_left(lock)
+
+
+@pytest.mark.engine
+def test_engine_that_dies_on_its_first_request_is_named_by_the_servers_log(tmp_path):
+    """head_dim 16: the CPU attention backend has no kernel for it. In eager mode the server becomes
+    healthy and the engine dies on the first request; the point fails and the reason carries the root
+    cause from the server's log, not only the HTTP 500 the client saw."""
     from harness.measure.sweep import SweepArgs, sweep
     from harness.measure.tinymodel import TinyLlamaShape, build_tiny_model
     from tests.conftest import write_scenario
 
     lock = tmp_path / "measure.lock"
     os.environ["HARNESS_LOCK"] = str(lock)
-    # head_dim 16: the CPU attention backend has no kernel for it; the engine dies while starting.
     broken = build_tiny_model(tmp_path / "head-dim-16", TinyLlamaShape(hidden_size=64, intermediate_size=128))
     path = write_scenario(tmp_path, _scenario(
-        "  - {name: srv, kind: serve, input_len: 16, output_len: 4, concurrency: [1], num_prompts: 2}", str(broken)))
-    rec = sweep(SweepArgs(scenario=str(path), results=tmp_path / "results")).records[0]
-    assert rec.status == "failed" and rec.serve.points == []
-    assert rec.failure.reason and "exit code" not in rec.failure.reason and rec.failure.traceback
+        "  - {name: srv, kind: serve, input_len: 16, output_len: 4, concurrency: [1], num_prompts: 2, warmup_requests: 0}",
+        str(broken)))
+    rec = sweep(SweepArgs(scenario=str(path), results=tmp_path / "results", diagnose=False)).records[0]
+    assert rec.status == "failed" and [p.status for p in rec.serve.points] == ["failed"]
+    assert "HTTP 500" in rec.failure.reason and "Unsupported CPU attention configuration" in rec.failure.reason
     _no_run_left(lock)

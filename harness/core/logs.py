@@ -241,8 +241,12 @@ def tracebacks(log: str) -> list[str]:
     return ["\n".join(lines) for _, lines in blocks]
 
 
+# pydantic ends a ValidationError with a link; the error itself is the line above it.
+_TRAILER = re.compile(r"^\s*For further information visit https?://")
+
+
 def last_line(tb: str) -> str:
-    lines = [ln for ln in tb.strip().splitlines() if ln.strip()]
+    lines = [ln for ln in tb.strip().splitlines() if ln.strip() and not _TRAILER.match(ln)]
     return lines[-1].strip() if lines else ""
 
 

