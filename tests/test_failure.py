@@ -126,7 +126,9 @@ def test_the_root_cause_is_found_in_the_record_even_without_the_log():
 
 def test_the_model_type_is_captured():
     att = attribute(_failed_record(LOGS["config-model-type"]), LOGS["config-model-type"])
-    assert att.detail == "model_type=gemma4" and att.source == "log" and att.fixable == "no"
+    # The reason itself now carries pydantic's message (the line under the exception), so the
+    # signature matches the reason, not only the log around it.
+    assert att.detail == "model_type=gemma4" and att.source == "reason" and att.fixable == "no"
 
 
 def test_the_per_layer_attribute_fix_is_the_transformers_pin():

@@ -223,12 +223,22 @@ def tracebacks(log: str) -> list[str]:
     """Every Python traceback in a run's combined log, per process, in order of appearance."""
     blocks: list[tuple[str, list[str]]] = []
     open_by: dict[str, list[str]] = {}
+    # After the exception line, indented lines still belong to its message (pydantic's
+    # ValidationError puts the actual error there); the first unindented line ends the block.
+    message_by: dict[str, list[str]] = {}
     for raw in split_lines(log):
         who, line = strip_prefix(raw)
         if line.lstrip().startswith("Traceback (most recent call last)"):
+            message_by.pop(who, None)
             open_by[who] = [line]
             blocks.append((who, open_by[who]))
             continue
+        msg = message_by.get(who)
+        if msg is not None:
+            if line[:1].isspace() and line.strip():
+                msg.append(line)
+                continue
+            del message_by[who]
         cur = open_by.get(who)
         if cur is None:
             continue
@@ -237,7 +247,7 @@ def tracebacks(log: str) -> list[str]:
                                                                     "The above exception")):
             if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt|Warning)?\b.*", line) and ":" in line or \
                     re.match(r"^[\w.]+(Error|Exception)$", line):
-                del open_by[who]
+                message_by[who] = open_by.pop(who)
     return ["\n".join(lines) for _, lines in blocks]
 
 
