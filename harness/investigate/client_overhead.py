@@ -38,10 +38,11 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from harness import __version__
 from harness.core.errors import UserError
+from harness.schema.base import Frozen
 
 SCHEMA_VERSION = 1
 KIND = "client-overhead"
@@ -53,11 +54,7 @@ ENDPOINT = ("asyncio HTTP/1.1 server in its own process: /health, streaming /v1/
             "(chunked, keep-alive, vLLM-shaped SSE chunks sent at once, no model), /cpu")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Machine(_Frozen):
+class Machine(Frozen):
     cpu_count: int | None                  # os.cpu_count(): the host's logical CPUs
     usable_cpus: int | None                # the ones this process may run on (a container's or taskset's share)
     platform: str
@@ -69,7 +66,7 @@ class Machine(_Frozen):
     loadavg_end: tuple[float, float, float] | None = None
 
 
-class Inputs(_Frozen):
+class Inputs(Frozen):
     concurrencies: tuple[int, ...]
     requests: int                          # per point
     output_tokens: int                     # SSE token chunks per request (the endpoint honours max_tokens)
@@ -80,7 +77,7 @@ class Inputs(_Frozen):
     saturated_at: float = SATURATED
 
 
-class Point(_Frozen):
+class Point(Frozen):
     concurrency: int
     requests: int
     completed: int
@@ -102,14 +99,14 @@ class Point(_Frozen):
     errors: list[str] = Field(default_factory=list)
 
 
-class Headline(_Frozen):
+class Headline(Frozen):
     requests_per_s: float | None           # the highest over the points
     concurrency: int | None
     limited_by: Literal["client", "endpoint", "neither"] | None
     client_cpu_share: float | None
 
 
-class OverheadResult(_Frozen):
+class OverheadResult(Frozen):
     schema_version: int = SCHEMA_VERSION
     kind: Literal["client-overhead"] = KIND
     created_at: str

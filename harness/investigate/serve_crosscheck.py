@@ -33,7 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from harness.analyze.stats import band_side, ratio
 from harness.core import paths
@@ -47,6 +47,7 @@ from harness.measure.run import (RunSpec, _safe, emit, prepare_run_dir, process_
 from harness.measure.serve import Server, failed_point, measure_point, prompts_for, recorded_vocab, served_name
 from harness.measure.sweep import SweepArgs, plan
 from harness.schema import record
+from harness.schema.base import Frozen
 from harness.schema.serve import Dist, ServePoint
 from harness.workloads import serve as kind
 
@@ -63,11 +64,7 @@ TAIL_LINES = 12
 ServerFactory = Callable[[RunSpec, Path, dict[str, str]], Server]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class VllmPoint(_Frozen):
+class VllmPoint(Frozen):
     """vLLM's side of one point: its numbers as its result JSON gives them, or why there are none."""
     status: Literal["ok", "failed"]
     reason: str = ""
@@ -90,7 +87,7 @@ class VllmPoint(_Frozen):
     e2el_ms: Dist = Dist()
 
 
-class PointPair(_Frozen):
+class PointPair(Frozen):
     index: int
     concurrency: int
     request_rate: float | None = None
@@ -100,7 +97,7 @@ class PointPair(_Frozen):
     vllm: VllmPoint
 
 
-class RepeatRun(_Frozen):
+class RepeatRun(Frozen):
     repeat: int
     status: Literal["ok", "failed"]
     reason: str = ""
@@ -110,7 +107,7 @@ class RepeatRun(_Frozen):
     points: list[PointPair] = Field(default_factory=list)
 
 
-class Comparison(_Frozen):
+class Comparison(Frozen):
     """One metric at one point over the repeats: harness ÷ vLLM (ratio of medians), the rule's
     interval and verdict ("harness higher" / "harness lower" where the interval excludes 1)."""
     harness: list[float] = Field(default_factory=list)
@@ -123,7 +120,7 @@ class Comparison(_Frozen):
     spread_vllm: float | None = None
 
 
-class PointSummary(_Frozen):
+class PointSummary(Frozen):
     concurrency: int
     request_rate: float | None = None
     output_tok_s: Comparison
@@ -135,7 +132,7 @@ class PointSummary(_Frozen):
     excluded: list[str] = Field(default_factory=list)         # samples left out, and why
 
 
-class ServeCrosscheckRecord(_Frozen):
+class ServeCrosscheckRecord(Frozen):
     schema_version: int = SCHEMA_VERSION
     leg: str
     model: str

@@ -32,7 +32,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from rich.console import Console
 
 from harness import __version__
@@ -42,6 +42,7 @@ from harness.measure import leg as legmod
 from harness.core import paths
 
 from harness.schema import record
+from harness.schema.base import Frozen
 from harness.core.errors import LegEnvError, UserError
 from harness.core.logs import scrub
 from harness.measure.index import index_url, index_versions, lock_versions
@@ -58,9 +59,7 @@ console = Console(stderr=True)
 
 # --- the declared range ---------------------------------------------------------------------------
 
-class Declared(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Declared(Frozen):
     dist: str          # the installed distribution that declares it
     requirement: str   # as written in its metadata, marker included
     applies: bool      # its marker holds in the leg env (extras are not requested)
@@ -162,9 +161,7 @@ def select_releases(releases: Sequence[Version], spec: SpecifierSet, *, limit: i
 Install = Literal["lock", "relaxed", "failed"]
 
 
-class ReleaseResult(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class ReleaseResult(Frozen):
     version: str
     admitted: bool                 # inside the combined declared range
     install: Install               # lock: leg lock + this release; relaxed: re-resolved around it
@@ -178,18 +175,14 @@ class ReleaseResult(BaseModel):
     env: str | None = None         # the scratch env's name (leg + release + compat id)
 
 
-class Window(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Window(Frozen):
     first: str                     # oldest and newest tested release that works, with every
     last: str                      # tested release between them working too
     below: str | None = None       # nearest tested release under `first` (it did not work)
     above: str | None = None
 
 
-class WindowRecord(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class WindowRecord(Frozen):
     schema_version: int = SCHEMA_VERSION
     kind: Literal["window"] = "window"
     harness_version: str = __version__

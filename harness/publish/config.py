@@ -17,16 +17,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from harness.core.errors import InvalidFileError
 from harness.core.yamlio import describe
+from harness.schema.base import Frozen
 
 
-class ModelClassRule(BaseModel):
+class ModelClassRule(Frozen):
     """A model class and the regex on model names that denotes it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     pattern: str
@@ -41,10 +40,8 @@ class ModelClassRule(BaseModel):
         return v
 
 
-class ModelClasses(BaseModel):
+class ModelClasses(Frozen):
     """What kind of model a name denotes, for claims such as "flat on dense models"."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     rules: tuple[ModelClassRule, ...] = Field(min_length=1)  # first match wins
     plain: tuple[str, ...] = ()  # the classes a new release is expected to leave alone
@@ -56,19 +53,15 @@ class ModelClasses(BaseModel):
         return next((r.name for r in self.rules if re.search(r.pattern, model)), "other")
 
 
-class CitationConfig(BaseModel):
+class CitationConfig(Frozen):
     """What the records cannot say for the citation block: the source's date, name and publisher."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     date: str | None = None
     source: str | None = None
     publisher: str | None = None
 
 
-class ReportConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class ReportConfig(Frozen):
     # Claim ids that must hold: a list, a comma-separated string, or true for all.
     strict_claims: list[str] | str | bool = Field(default_factory=list)
     # Study-specific claim kinds (ids of `harness.publish.claims.REGISTRY`), checked beside the generic ones.

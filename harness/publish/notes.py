@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import ValidationError, model_validator
 
 from harness.analyze.canonical import Canonical, canonicalize
 from harness.analyze.dataset import load
@@ -53,6 +53,7 @@ from harness.core.errors import InvalidFileError, UserError
 from harness.core.yamlio import describe
 from harness.publish.strict import ClaimFailed
 from harness.publish.study import Study
+from harness.schema.base import Frozen
 
 NOTE_SCHEMA = 1
 Section = Literal["answer", "coverage", "headline", "failures", "supporting", "diagnostics", "stack",
@@ -60,9 +61,7 @@ Section = Literal["answer", "coverage", "headline", "failures", "supporting", "d
 QUOTED_MARK = "†"
 
 
-class NoteMeta(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class NoteMeta(Frozen):
     title: str
     section: Section
     provenance: Literal["study", "analysis"]

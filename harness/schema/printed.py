@@ -13,18 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import ValidationError, model_validator
 
 from harness.core.errors import InvalidFileError
 from harness.core.yamlio import describe
+from harness.schema.base import Frozen
 
 SCHEMA_VERSION = 1
 FILE = "printed.yaml"
 
 
-class PrintedRatio(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class PrintedRatio(Frozen):
     model: str
     workload: str
     old: str            # leg labels, as the study's legs
@@ -40,9 +39,7 @@ class PrintedRatio(BaseModel):
         return self
 
 
-class Printed(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Printed(Frozen):
     schema_version: int = SCHEMA_VERSION
     source: str
     ratios: tuple[PrintedRatio, ...] = ()

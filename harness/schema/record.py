@@ -36,9 +36,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from harness.core.errors import UserError
+from harness.schema.base import Frozen, FrozenLenient
 from harness.schema.serve import ServeResult
 
 SCHEMA_VERSION = 7
@@ -47,16 +48,12 @@ Status = Literal["ok", "failed", "timeout"]
 Provenance = Literal["measured", "transcribed"]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
 # A metric is a number as written: a string or a boolean is refused, not coerced ("12.5" or true
 # would otherwise become a throughput). NaN and infinities parse; analysis excludes them by name.
 _Num = Field(None, strict=True)
 
 
-class Metrics(_Frozen):
+class Metrics(Frozen):
     # The table's throughput: total (prompt + output) tokens per second of the timed region,
     # vLLM's own "total tokens/s". Transcribed records hold the published figure here.
     throughput_tok_s: float | None = _Num
@@ -91,7 +88,7 @@ class Metrics(_Frozen):
         return None
 
 
-class Work(_Frozen):
+class Work(Frozen):
     """What was computed, so legs can be checked for identical work."""
 
     num_seqs: int | None = None
@@ -104,7 +101,7 @@ class Work(_Frozen):
     outputs: dict[str, Any] = Field(default_factory=dict)  # per-prompt outputs kept by the kind: file, hash, counts
 
 
-class Timing(_Frozen):
+class Timing(Frozen):
     wall_s: float | None = None        # the run's process, start to exit
     engine_init_s: float | None = None
     warmup_s: float | None = None
@@ -126,7 +123,7 @@ FailureClass = Literal[
 FAILURE_CLASSES: tuple[str, ...] = FailureClass.__args__  # type: ignore[attr-defined]
 
 
-class Diagnosis(_Frozen):
+class Diagnosis(Frozen):
     """A failed run whose log named no cause, re-run once with vLLM's DEBUG logging into
     `<run_dir>/diagnosis/` (harness.measure.diagnose)."""
 
@@ -141,7 +138,7 @@ class Diagnosis(_Frozen):
     wall_s: float | None = None
 
 
-class Failure(_Frozen):
+class Failure(Frozen):
     exit_code: int | None = None
     signal: int | None = None
     reason: str = ""                   # one line: the last traceback's last line, or the timeout
@@ -153,7 +150,7 @@ class Failure(_Frozen):
     diagnosis: Diagnosis | None = None
 
 
-class Engine(_Frozen):
+class Engine(Frozen):
     """Which engine instance measured a run: with engine reuse, one engine serves a group's workloads."""
 
     mode: Literal["per-run", "per-group"] = "per-run"
@@ -165,11 +162,10 @@ class Engine(_Frozen):
     log_range: list[int] = Field(default_factory=list)  # [start, end) byte offsets of this run in it
 
 
-class Profile(_Frozen):
+class Profile(FrozenLenient):
     """A profiled run: the torch profiler ran over `calls` generate() calls of the timed region
     (harness.measure.worker.kernel_trace). The profiler costs time, so the run's throughput is never canonical."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
     settings: dict[str, Any] = Field(default_factory=dict)
     calls: int = 0                     # profiled generate() calls
     seconds: float | None = None       # their wall time, profiler on
@@ -185,11 +181,10 @@ class Profile(_Frozen):
     error: str | None = None
 
 
-class Phases(_Frozen):
+class Phases(FrozenLenient):
     """The prefill/decode split of the first timed pass, medians over its requests, from vLLM's
     request stats (RequestOutput.metrics)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
     requests: int
     ttft_s: float | None = None        # time to first token (queueing and prefill)
     tpot_s: float | None = None        # time per output token after the first
@@ -198,7 +193,7 @@ class Phases(_Frozen):
     source: str = ""
 
 
-class Source(_Frozen):
+class Source(Frozen):
     """Where a transcribed record's figure was read."""
 
     document: str
@@ -206,7 +201,7 @@ class Source(_Frozen):
     note: str = ""
 
 
-class RunRecord(_Frozen):
+class RunRecord(Frozen):
     schema_version: int = SCHEMA_VERSION
     provenance: Provenance = "measured"
     source: Source | None = None

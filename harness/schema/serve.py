@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from harness.schema.base import Frozen
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Dist(_Frozen):
+class Dist(Frozen):
     """A latency distribution over a point's completed requests, in ms."""
     mean: float | None = None
     p50: float | None = None
@@ -23,7 +21,7 @@ class Dist(_Frozen):
     p99: float | None = None
 
 
-class PointMetrics(_Frozen):
+class PointMetrics(Frozen):
     requests: int
     completed: int
     failed: int                        # errored, aborted or cut off by a dying server
@@ -43,7 +41,7 @@ class PointMetrics(_Frozen):
     errors: list[str] = Field(default_factory=list)  # distinct request errors, at most five
 
 
-class ServePoint(_Frozen):
+class ServePoint(Frozen):
     index: int
     concurrency: int
     request_rate: float | None = None  # None: no pacing, only the concurrency bound
@@ -54,7 +52,7 @@ class ServePoint(_Frozen):
     metrics: PointMetrics | None = None
 
 
-class ServeResult(_Frozen):
+class ServeResult(Frozen):
     client: dict[str, str]             # name and version of the load generator (and its HTTP library)
     slo_ttft_ms: float
     slo_tpot_ms: float
