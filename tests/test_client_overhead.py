@@ -11,6 +11,7 @@ import pytest
 from harness.core.errors import UserError
 from harness.investigate import client_overhead as co
 from harness.measure import loadgen
+from harness.schema import client_overhead as schema
 
 
 def test_stub_endpoint_chunks_are_what_loadgen_parses():
@@ -69,7 +70,7 @@ def test_short_run_against_stub_endpoint_process(tmp_path):
     """Concurrency 1 and 4, 20 requests of 8 tokens, against the stub endpoint in its own process."""
     path = co.run_and_write(tmp_path, concurrencies=(1, 4), requests=20, output_tokens=8, warmup_requests=4)
     res = co.read(path)
-    assert res.schema_version == co.SCHEMA_VERSION and [p.concurrency for p in res.points] == [1, 4]
+    assert res.schema_version == schema.SCHEMA_VERSION and [p.concurrency for p in res.points] == [1, 4]
     for p in res.points:
         assert p.completed == p.requests == 20 and p.failed == 0 and not p.errors
         assert p.requests_per_s > 0 and p.output_chunks_per_s == pytest.approx(8 * p.requests_per_s)

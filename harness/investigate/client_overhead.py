@@ -19,8 +19,7 @@ resolves host names in a worker thread. A point whose client share is at or abov
 limited by the client; one whose endpoint share is was limited by the endpoint, and its request
 rate is then a lower bound on what the client can drive.
 
-Result SCHEMA_VERSION history:
-# 1 - first format: machine, inputs, one point per concurrency, the headline (highest request rate).
+The result's format and its history: harness.schema.client_overhead.
 """
 
 from __future__ import annotations
@@ -38,83 +37,17 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
-
 from harness import __version__
 from harness.core.errors import UserError
-from harness.schema.base import Frozen
+from harness.schema import client_overhead as schema
+from harness.schema.client_overhead import Headline, Inputs, Machine, OverheadResult, Point
 
-SCHEMA_VERSION = 1
-KIND = "client-overhead"
 JSON_NAME, MD_NAME, LOG_NAME = "client-overhead.json", "client-overhead.md", "client-overhead-endpoint.log"
 HOST = "127.0.0.1"
 MODEL = "overhead-endpoint"
 SATURATED = 0.9   # a CPU share at or above this: that side was the bottleneck of the point
 ENDPOINT = ("asyncio HTTP/1.1 server in its own process: /health, streaming /v1/completions "
             "(chunked, keep-alive, vLLM-shaped SSE chunks sent at once, no model), /cpu")
-
-
-class Machine(Frozen):
-    cpu_count: int | None                  # os.cpu_count(): the host's logical CPUs
-    usable_cpus: int | None                # the ones this process may run on (a container's or taskset's share)
-    platform: str
-    machine: str
-    python: str
-    harness_version: str
-    aiohttp_version: str
-    loadavg_start: tuple[float, float, float] | None = None   # a busy machine shows here before any number is read
-    loadavg_end: tuple[float, float, float] | None = None
-
-
-class Inputs(Frozen):
-    concurrencies: tuple[int, ...]
-    requests: int                          # per point
-    output_tokens: int                     # SSE token chunks per request (the endpoint honours max_tokens)
-    prompt_tokens: int                     # ids in each request's prompt (its JSON size)
-    warmup_requests: int                   # sent once before the first point (at least one), never measured
-    timeout_s: float
-    endpoint: str = ENDPOINT
-    saturated_at: float = SATURATED
-
-
-class Point(Frozen):
-    concurrency: int
-    requests: int
-    completed: int
-    failed: int
-    duration_s: float                      # first send to last completion (loadgen's point duration)
-    requests_per_s: float | None
-    output_chunks_per_s: float | None      # token chunks the client received and timed
-    output_tok_s: float | None             # from the endpoint's usage, as a serve run counts them
-    client_cpu_s: float
-    client_cpu_share: float | None         # client_cpu_s / duration_s, as a serve record's
-    endpoint_cpu_s: float | None
-    endpoint_cpu_share: float | None       # over the wall time of the point's run_point call
-    ttft_p50_ms: float | None
-    ttft_p99_ms: float | None
-    itl_p50_ms: float | None
-    itl_p99_ms: float | None
-    e2el_p50_ms: float | None
-    limited_by: Literal["client", "endpoint", "neither"]
-    errors: list[str] = Field(default_factory=list)
-
-
-class Headline(Frozen):
-    requests_per_s: float | None           # the highest over the points
-    concurrency: int | None
-    limited_by: Literal["client", "endpoint", "neither"] | None
-    client_cpu_share: float | None
-
-
-class OverheadResult(Frozen):
-    schema_version: int = SCHEMA_VERSION
-    kind: Literal["client-overhead"] = KIND
-    created_at: str
-    wall_s: float
-    machine: Machine
-    inputs: Inputs
-    points: list[Point]
-    headline: Headline
 
 
 # --- the endpoint (its own process) ---------------------------------------------------------------
@@ -311,7 +244,7 @@ def client_overhead(*, concurrencies: Sequence[int] = (1, 4, 16, 64, 256), reque
                           machine=mach.model_copy(update={"loadavg_end": _loadavg()}),
                           inputs=Inputs(concurrencies=cs, requests=requests, output_tokens=output_tokens,
                                         prompt_tokens=prompt_tokens, warmup_requests=warmup_requests,
-                                        timeout_s=timeout_s),
+                                        timeout_s=timeout_s, endpoint=ENDPOINT, saturated_at=SATURATED),
                           points=points, headline=head)
 
 
@@ -378,9 +311,7 @@ def write(result: OverheadResult, out_dir: Path) -> Path:
 
 
 def read(path: Path) -> OverheadResult:
-    from harness.schema import record
-
-    return record.read_typed(path, KIND, OverheadResult, SCHEMA_VERSION)  # type: ignore[return-value]
+    return schema.read(path)
 
 
 def run_and_write(out_dir: Path, **kw: Any) -> Path:

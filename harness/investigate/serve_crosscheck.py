@@ -14,9 +14,8 @@ Two differences remain. The prompts differ: vLLM's random dataset draws its own 
 the harness sends token-id lists (harness.workloads.text). The lengths match, the ids do not. The
 clients differ too: vLLM's runs in the leg's environment, ours in the harness's.
 
-Format history of `serve-crosscheck/<leg>--<model>--<workload>.json` (schema_version):
-  1 - per repeat, each point's harness ServePoint and vLLM side (metrics, raw JSON, failure
-      reason with its output tail); per point, harness ÷ vLLM with the project's rule over repeats.
+The records, `serve-crosscheck/<leg>--<model>--<workload>.json`, and their format history:
+harness.schema.serve_crosscheck.
 """
 
 from __future__ import annotations
@@ -33,8 +32,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
-
 from harness.analyze.stats import band_side, ratio
 from harness.core import paths
 from harness.core.errors import UserError
@@ -47,11 +44,11 @@ from harness.measure.run import (RunSpec, _safe, emit, prepare_run_dir, process_
 from harness.measure.serve import Server, failed_point, measure_point, prompts_for, recorded_vocab, served_name
 from harness.measure.sweep import SweepArgs, plan
 from harness.schema import record
-from harness.schema.base import Frozen
 from harness.schema.serve import Dist, ServePoint
+from harness.schema.serve_crosscheck import (Comparison, PointPair, PointSummary, RepeatRun, ServeCrosscheckRecord,
+                                             VllmPoint, read)
 from harness.workloads import serve as kind
 
-SCHEMA_VERSION = 1
 FOLDER = "serve-crosscheck"
 VIEW = "serve-crosscheck.md"
 # vLLM's `bench serve` (vllm/entrypoints/cli/benchmark/serve.py) is vllm.benchmarks.serve's
@@ -62,93 +59,6 @@ TARGET_BAND = 0.03
 TAIL_LINES = 12
 
 ServerFactory = Callable[[RunSpec, Path, dict[str, str]], Server]
-
-
-class VllmPoint(Frozen):
-    """vLLM's side of one point: its numbers as its result JSON gives them, or why there are none."""
-    status: Literal["ok", "failed"]
-    reason: str = ""
-    exit_code: int | None = None
-    output_tail: list[str] = Field(default_factory=list)  # a failed run's last lines (stdout and stderr)
-    raw: str | None = None            # vLLM's result JSON, relative to the study folder
-    log: str | None = None            # its whole output, relative to the study folder
-    wall_s: float | None = None       # the whole subprocess: imports, tokenizer, prompts, timed region
-    requests: int | None = None
-    completed: int | None = None
-    failed: int | None = None
-    duration_s: float | None = None
-    output_tokens: int | None = None
-    prompt_tokens: int | None = None
-    output_tok_s: float | None = None
-    requests_per_s: float | None = None
-    ttft_ms: Dist = Dist()
-    tpot_ms: Dist = Dist()
-    itl_ms: Dist = Dist()
-    e2el_ms: Dist = Dist()
-
-
-class PointPair(Frozen):
-    index: int
-    concurrency: int
-    request_rate: float | None = None
-    seed: int                          # the harness's prompt seed and vLLM's --seed
-    first: Literal["harness", "vllm"]
-    harness: ServePoint
-    vllm: VllmPoint
-
-
-class RepeatRun(Frozen):
-    repeat: int
-    status: Literal["ok", "failed"]
-    reason: str = ""
-    server_starts: int = 0
-    server_init_s: float | None = None
-    run_dir: str                       # the server's log and events, vLLM's files; relative to the study
-    points: list[PointPair] = Field(default_factory=list)
-
-
-class Comparison(Frozen):
-    """One metric at one point over the repeats: harness ÷ vLLM (ratio of medians), the rule's
-    interval and verdict ("harness higher" / "harness lower" where the interval excludes 1)."""
-    harness: list[float] = Field(default_factory=list)
-    vllm: list[float] = Field(default_factory=list)
-    ratio: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    verdict: str = "missing"
-    spread_harness: float | None = None
-    spread_vllm: float | None = None
-
-
-class PointSummary(Frozen):
-    concurrency: int
-    request_rate: float | None = None
-    output_tok_s: Comparison
-    requests_per_s: Comparison
-    ttft_p50_ms: Comparison
-    tpot_p50_ms: Comparison
-    itl_p50_ms: Comparison
-    band: Literal["below", "within", "above"] | None = None   # output tok/s ratio against 1 ± TARGET_BAND
-    excluded: list[str] = Field(default_factory=list)         # samples left out, and why
-
-
-class ServeCrosscheckRecord(Frozen):
-    schema_version: int = SCHEMA_VERSION
-    leg: str
-    model: str
-    workload: str
-    scenario: str
-    invocation_id: str
-    started_at: str
-    finished_at: str | None = None
-    settings: dict[str, Any]           # what decides the measurement (and the file: paths.unclobbered)
-    vllm: str | None = None            # the leg's vLLM, from the server's manifest
-    harness_client: dict[str, str] = Field(default_factory=dict)
-    vllm_command: list[str] = Field(default_factory=list)   # the first point's, machine paths scrubbed
-    notes: list[str] = Field(default_factory=list)
-    repeats: list[RepeatRun] = Field(default_factory=list)
-    summary: list[PointSummary] = Field(default_factory=list)
-
 
 NOTES = [
     "Prompts: same count and lengths, different token ids. vLLM's random dataset draws its own "
@@ -496,17 +406,6 @@ def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = No
 
 
 # --- the records, read back, and their view -------------------------------------------------------
-
-def read(path: Path) -> ServeCrosscheckRecord:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(data, dict) and isinstance(data.get("schema_version"), int) \
-                and data["schema_version"] > SCHEMA_VERSION:
-            raise ValueError(f"schema {data['schema_version']} is newer than this harness's {SCHEMA_VERSION}")
-        return ServeCrosscheckRecord.model_validate(data)
-    except (OSError, ValueError, ValidationError) as e:
-        raise UserError(f"{path}: not a readable serve-crosscheck record ({str(e).splitlines()[0]})") from None
-
 
 def _read_settings(path: Path) -> dict | None:
     try:

@@ -32,11 +32,12 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from harness.core.errors import UserError
 from harness.schema.base import Frozen, FrozenLenient
@@ -337,8 +338,10 @@ def _update_to_7(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 7}
 
 
-MIGRATIONS = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5, 5: _update_to_6,
-              6: _update_to_7}
+Migration = Callable[[dict, Path], dict]
+
+MIGRATIONS: dict[int, Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5,
+                                    5: _update_to_6, 6: _update_to_7}
 
 
 def migrate(data: dict, path: Path) -> dict:
@@ -362,10 +365,15 @@ def read(path: Path) -> RunRecord:
     return RunRecord.model_validate(migrate(data, Path(path)))
 
 
-def read_typed(path: Path, kind: str, model: type[BaseModel], schema_version: int) -> BaseModel:
-    """A JSON record of another kind (a bisect or window record) that carries `kind` and
-    `schema_version`; one-line errors name the file."""
+def read_typed(path: Path, kind: str, model: type[BaseModel], schema_version: int, *,
+               migrations: dict[int, Migration] | None = None, kind_since: int = 1) -> BaseModel:
+    """A JSON record of another kind (a bisect, window, client-overhead or serve-crosscheck record)
+    that carries `kind` and `schema_version`; one-line errors name the file.
+    `migrations` lift an older version to the next ({version: function(data, path)}, applied in
+    order, as `migrate` does for run records); without them an older version is validated as it is.
+    A kind whose first versions carried no `kind` key names the first version that does (`kind_since`)."""
     from harness.core.errors import InvalidFileError
+    from harness.core.yamlio import describe
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -373,13 +381,21 @@ def read_typed(path: Path, kind: str, model: type[BaseModel], schema_version: in
         raise InvalidFileError(path, "no such file") from None
     except (OSError, ValueError) as e:
         raise InvalidFileError(path, f"not a JSON record: {e}") from None
-    if not isinstance(data, dict) or data.get("kind") != kind:
+    if not isinstance(data, dict) or data.get("kind", kind) != kind:
         raise InvalidFileError(path, f"not a {kind} record")
     version = data.get("schema_version")
-    if not isinstance(version, int) or version > schema_version:
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= schema_version:
         raise InvalidFileError(path, f"schema_version {version!r} is not one this harness reads "
                                      f"(<= {schema_version}); upgrade the harness")
-    return model.model_validate(data)
+    if "kind" not in data and version >= kind_since:
+        raise InvalidFileError(path, f"not a {kind} record (no kind)")
+    while migrations and version < schema_version:
+        data = migrations[version](data, Path(path))
+        version = data["schema_version"]
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise InvalidFileError(path, describe(e)) from None
 
 
 def read_typed_dir(root: Path, kind: str, model: type[BaseModel], schema_version: int) -> list[BaseModel]:

@@ -1,0 +1,125 @@
+"""The serve-crosscheck record: `serve-crosscheck/<leg>--<model>--<workload>.json` of a study, one per
+(leg, model, serve workload), rewritten after every repeat (harness.investigate.serve_crosscheck).
+
+Format history (schema_version; `read` lifts an older file in order):
+  1 - per repeat, each point's harness ServePoint and vLLM side (metrics, raw JSON, failure
+      reason with its output tail); per point, harness ÷ vLLM with the project's rule over repeats.
+  2 - `kind: serve-crosscheck`, as the harness's other typed records carry, so that reading a file
+      checks what it is. Version-1 files lift unchanged (the folder holds nothing else).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from harness.schema import record
+from harness.schema.base import Frozen
+from harness.schema.serve import Dist, ServePoint
+
+SCHEMA_VERSION = 2
+KIND = "serve-crosscheck"
+
+
+class VllmPoint(Frozen):
+    """vLLM's side of one point: its numbers as its result JSON gives them, or why there are none."""
+    status: Literal["ok", "failed"]
+    reason: str = ""
+    exit_code: int | None = None
+    output_tail: list[str] = Field(default_factory=list)  # a failed run's last lines (stdout and stderr)
+    raw: str | None = None            # vLLM's result JSON, relative to the study folder
+    log: str | None = None            # its whole output, relative to the study folder
+    wall_s: float | None = None       # the whole subprocess: imports, tokenizer, prompts, timed region
+    requests: int | None = None
+    completed: int | None = None
+    failed: int | None = None
+    duration_s: float | None = None
+    output_tokens: int | None = None
+    prompt_tokens: int | None = None
+    output_tok_s: float | None = None
+    requests_per_s: float | None = None
+    ttft_ms: Dist = Dist()
+    tpot_ms: Dist = Dist()
+    itl_ms: Dist = Dist()
+    e2el_ms: Dist = Dist()
+
+
+class PointPair(Frozen):
+    index: int
+    concurrency: int
+    request_rate: float | None = None
+    seed: int                          # the harness's prompt seed and vLLM's --seed
+    first: Literal["harness", "vllm"]
+    harness: ServePoint
+    vllm: VllmPoint
+
+
+class RepeatRun(Frozen):
+    repeat: int
+    status: Literal["ok", "failed"]
+    reason: str = ""
+    server_starts: int = 0
+    server_init_s: float | None = None
+    run_dir: str                       # the server's log and events, vLLM's files; relative to the study
+    points: list[PointPair] = Field(default_factory=list)
+
+
+class Comparison(Frozen):
+    """One metric at one point over the repeats: harness ÷ vLLM (ratio of medians), the rule's
+    interval and verdict ("harness higher" / "harness lower" where the interval excludes 1)."""
+    harness: list[float] = Field(default_factory=list)
+    vllm: list[float] = Field(default_factory=list)
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    verdict: str = "missing"
+    spread_harness: float | None = None
+    spread_vllm: float | None = None
+
+
+class PointSummary(Frozen):
+    concurrency: int
+    request_rate: float | None = None
+    output_tok_s: Comparison
+    requests_per_s: Comparison
+    ttft_p50_ms: Comparison
+    tpot_p50_ms: Comparison
+    itl_p50_ms: Comparison
+    band: Literal["below", "within", "above"] | None = None   # output tok/s ratio against 1 ± the target band
+    excluded: list[str] = Field(default_factory=list)         # samples left out, and why
+
+
+class ServeCrosscheckRecord(Frozen):
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["serve-crosscheck"] = KIND
+    leg: str
+    model: str
+    workload: str
+    scenario: str
+    invocation_id: str
+    started_at: str
+    finished_at: str | None = None
+    settings: dict[str, Any]           # what decides the measurement (and the file: paths.unclobbered)
+    vllm: str | None = None            # the leg's vLLM, from the server's manifest
+    harness_client: dict[str, str] = Field(default_factory=dict)
+    vllm_command: list[str] = Field(default_factory=list)   # the first point's, machine paths scrubbed
+    notes: list[str] = Field(default_factory=list)
+    repeats: list[RepeatRun] = Field(default_factory=list)
+    summary: list[PointSummary] = Field(default_factory=list)
+
+
+def _update_to_2(old: dict, path: Path) -> dict:
+    """Version 1 -> 2: the kind is named."""
+    return {**old, "schema_version": 2, "kind": KIND}
+
+
+MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2}
+
+
+def read(path: Path) -> ServeCrosscheckRecord:
+    """One record, lifted to this version; a UserError naming the file if it is unreadable, of another
+    kind, newer than this harness or not a valid record."""
+    return record.read_typed(path, KIND, ServeCrosscheckRecord, SCHEMA_VERSION,  # type: ignore[return-value]
+                             migrations=MIGRATIONS, kind_since=2)

@@ -1,0 +1,79 @@
+"""serve-crosscheck records read back through harness.schema.record.read_typed: the shipped files
+load unchanged, and a bad, foreign or too-new file is a one-line UserError naming it. The bad files
+here are hand-written fakes, not measurements."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.core.errors import UserError
+from harness.investigate import serve_crosscheck as sxc
+from harness.schema import serve_crosscheck as schema
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+SHIPPED = sorted(RESULTS.glob(f"*/{sxc.FOLDER}/*.json"))
+
+
+def _without_version(d: dict) -> dict:
+    return {k: v for k, v in d.items() if k not in ("schema_version", "kind")}
+
+
+def test_there_are_shipped_records():
+    assert SHIPPED, "no results/*/serve-crosscheck/*.json: the next test would pass vacuously"
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parents[1].name}/{p.name}")
+def test_shipped_record_loads_unchanged(path):
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    rec = sxc.read(path)
+    assert rec.schema_version == schema.SCHEMA_VERSION and rec.kind == schema.KIND
+    assert _without_version(rec.model_dump(mode="json")) == _without_version(raw)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parents[1].name}/{p.name}")
+def test_shipped_record_round_trips(path, tmp_path):
+    rec = sxc.read(path)
+    out = tmp_path / path.name
+    out.write_text(json.dumps(rec.model_dump(mode="json")))
+    assert sxc.read(out) == rec and json.loads(out.read_text())["kind"] == schema.KIND
+
+
+def _study_with(tmp_path: Path, name: str, data: object) -> tuple[Path, Path]:
+    folder = tmp_path / "study" / sxc.FOLDER
+    folder.mkdir(parents=True)
+    path = folder / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return tmp_path / "study", path
+
+
+def _shipped_data() -> dict:
+    return json.loads(SHIPPED[0].read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("edit, what", [
+    (lambda d: d | {"schema_version": 99}, "schema_version 99 is not one this harness reads"),
+    (lambda d: d | {"schema_version": "2"}, "schema_version '2' is not one this harness reads"),
+    (lambda d: d | {"schema_version": 2, "kind": "bisect"}, "not a serve-crosscheck record"),
+    (lambda d: d | {"schema_version": 2}, "not a serve-crosscheck record (no kind)"),
+    (lambda d: d | {"leg": 3}, "leg: Input should be a valid string"),
+    (lambda d: d | {"surprise": 1}, "surprise: unknown key"),
+    (lambda d: [d], "not a serve-crosscheck record"),
+    (lambda d: "{not json", "not a JSON record"),
+])
+def test_bad_file_is_one_line_naming_it(tmp_path, edit, what):
+    study, path = _study_with(tmp_path, "x.json", edit(_shipped_data()))
+    with pytest.raises(UserError) as e:
+        sxc.load_all(study)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: ") and what in msg and "\n" not in msg
+
+
+def test_bad_file_through_write_view_is_one_line(tmp_path):
+    """The view is rebuilt from every record in the folder: a too-new one stops it with its name."""
+    study, path = _study_with(tmp_path, "x.json", _shipped_data() | {"schema_version": 99})
+    with pytest.raises(UserError, match=f"^{path}: schema_version 99 "):
+        sxc.write_view(study)
+    assert not (study / sxc.VIEW).exists()
