@@ -18,7 +18,9 @@ SHIPPED = sorted(RESULTS.glob(f"*/{sxc.FOLDER}/*.json"))
 
 
 def _without_version(d: dict) -> dict:
-    return {k: v for k, v in d.items() if k not in ("schema_version", "kind")}
+    """All but what lifting an older file changes: the version, the kind, each point's band."""
+    out = {k: v for k, v in d.items() if k not in ("schema_version", "kind", "summary")}
+    return out | {"summary": [{k: v for k, v in x.items() if k != "band"} for x in d.get("summary", [])]}
 
 
 def test_there_are_shipped_records():
@@ -77,3 +79,30 @@ def test_bad_file_through_write_view_is_one_line(tmp_path):
     with pytest.raises(UserError, match=f"^{path}: schema_version 99 "):
         sxc.write_view(study)
     assert not (study / sxc.VIEW).exists()
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parents[1].name}/{p.name}")
+def test_shipped_bands_are_rejudged_from_their_intervals(path):
+    """The shipped files are version 1, their band the point estimate's ("within" at 0.989
+    [0.748, 1.309]); lifted, the band is the interval's."""
+    from harness.schema.serve_crosscheck import interval_band
+
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    rec = sxc.read(path)
+    for old, new in zip(raw["summary"], rec.summary):
+        o = old["output_tok_s"]
+        assert new.band == interval_band(o["ratio"], o["ci_low"], o["ci_high"])
+        if o["ci_low"] is not None and o["ci_low"] < 0.97 and o["ci_high"] > 1.03:
+            assert new.band == "undecided"
+
+
+def test_version_2_band_is_rejudged_and_a_point_without_interval_is_not_judged(tmp_path):
+    """Hand-made version-2 points: a point estimate inside the band ("within" under version 2) with a
+    wide interval, and one with no interval."""
+    data = _shipped_data() | {"schema_version": 2, "kind": schema.KIND}
+    wide, alone = (json.loads(json.dumps(data["summary"][0])) for _ in range(2))
+    wide["output_tok_s"].update(ratio=1.01, ci_low=0.90, ci_high=1.12)
+    alone["output_tok_s"].update(ratio=1.01, ci_low=None, ci_high=None, verdict="too few repeats")
+    data["summary"] = [wide | {"band": "within"}, alone | {"band": "within"}]
+    _, path = _study_with(tmp_path, "v2.json", data)
+    assert [s.band for s in sxc.read(path).summary] == ["undecided", "no interval"]

@@ -263,4 +263,64 @@ def test_a_side_with_unfinished_requests_is_left_out_of_the_ratio():
     (s,) = sxc.summarize(reps)
     assert s.output_tok_s.harness == [98.0, 99.0] and s.output_tok_s.vllm == [100.0]
     assert s.output_tok_s.ratio == pytest.approx(98.5 / 100.0) and s.output_tok_s.verdict == "too few repeats"
-    assert s.band == "within" and s.excluded == ["r2 vLLM: 3 of 4 requests completed"]
+    # 0.985 is inside ±3%, but one vLLM sample gives no interval: the point is not judged.
+    assert s.band == "no interval" and s.excluded == ["r2 vLLM: 3 of 4 requests completed"]
+    rec = sxc.ServeCrosscheckRecord(leg="l", model="m", workload="w", scenario="s", invocation_id="i",
+                                    started_at="t", settings={}, repeats=reps, summary=[s])
+    assert "| no interval (too few repeats) |" in sxc.crosscheck_md([rec])
+
+
+@pytest.mark.parametrize("ratio, low, high, band", [
+    (1.01, 0.90, 1.12, "undecided"),   # the point estimate is inside ±3%, the interval is not
+    (0.99, 0.96, 1.00, "undecided"),   # crosses 0.97
+    (1.02, 1.00, 1.05, "undecided"),   # crosses 1.03
+    (1.00, 0.97, 1.03, "within"),      # the band's edges count as inside
+    (1.01, 0.99, 1.02, "within"),
+    (0.90, 0.85, 0.95, "below"),
+    (1.10, 1.05, 1.20, "above"),
+    (1.01, None, None, "no interval"),
+    (None, None, None, None),
+])
+def test_band_judges_the_whole_interval(ratio, low, high, band):
+    from harness.schema.serve_crosscheck import interval_band
+
+    assert interval_band(ratio, low, high, 0.03) == band
+
+
+def _summary_of(harness: list[float], vllm: list[float]) -> sxc.PointSummary:
+    """Hand-made records (no server): one point, one pair per repeat, every request completed."""
+    from harness.schema.serve import PointMetrics, ServePoint
+
+    def ours(tok_s: float) -> ServePoint:
+        m = PointMetrics(requests=4, completed=4, failed=0, duration_s=1.0, output_tokens=16, prompt_tokens=32,
+                         output_tok_s=tok_s, requests_per_s=4.0)
+        return ServePoint(index=0, concurrency=1, seed=1000, status="ok", metrics=m)
+
+    reps = [sxc.RepeatRun(repeat=r, status="ok", run_dir=f"r{r}", points=[
+        sxc.PointPair(index=0, concurrency=1, seed=1000, first=sxc.first_side(0, r), harness=ours(h),
+                      vllm=sxc.VllmPoint(status="ok", requests=4, completed=4, failed=0, output_tok_s=v))])
+        for r, (h, v) in enumerate(zip(harness, vllm), start=1)]
+    (s,) = sxc.summarize(reps)
+    return s
+
+
+def _md_band(s: sxc.PointSummary) -> str:
+    rec = sxc.ServeCrosscheckRecord(leg="l", model="m", workload="w", scenario="s", invocation_id="i",
+                                    started_at="t", settings={}, summary=[s])
+    row = next(x for x in sxc.crosscheck_md([rec]).splitlines() if x.startswith("| l |"))
+    return row.split(" | ")[8]
+
+
+def test_ratio_inside_the_band_with_a_wide_interval_is_not_within():
+    s = _summary_of([90.0, 112.0], [99.0, 101.0])
+    o = s.output_tok_s
+    assert o.ratio == pytest.approx(1.01) and o.ci_low < 0.97 and o.ci_high > 1.03
+    assert s.band == "undecided" and _md_band(s) == "undecided (interval wider than the band)"
+
+
+def test_narrow_interval_inside_the_band_is_within_and_outside_is_outside():
+    s = _summary_of([100.0, 100.4, 100.2], [99.9, 100.1, 100.0])
+    assert s.output_tok_s.ci_low >= 0.97 and s.output_tok_s.ci_high <= 1.03
+    assert s.band == "within" and _md_band(s) == "within"
+    low = _summary_of([80.0, 80.4, 80.2], [99.9, 100.1, 100.0])
+    assert low.band == "below" and _md_band(low) == "outside (below)"

@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.analyze.stats import band_side, ratio
+from harness.analyze.stats import ratio
 from harness.core import paths
 from harness.core.errors import UserError
 from harness.core.logs import root_cause, scrub
@@ -45,8 +45,8 @@ from harness.measure.serve import Server, failed_point, measure_point, prompts_f
 from harness.measure.sweep import SweepArgs, plan
 from harness.schema import record
 from harness.schema.serve import Dist, ServePoint
-from harness.schema.serve_crosscheck import (Comparison, PointPair, PointSummary, RepeatRun, ServeCrosscheckRecord,
-                                             VllmPoint, read)
+from harness.schema.serve_crosscheck import (TARGET_BAND, Comparison, PointPair, PointSummary, RepeatRun,
+                                             ServeCrosscheckRecord, VllmPoint, interval_band, read)
 from harness.workloads import serve as kind
 
 FOLDER = "serve-crosscheck"
@@ -54,8 +54,6 @@ VIEW = "serve-crosscheck.md"
 # vLLM's `bench serve` (vllm/entrypoints/cli/benchmark/serve.py) is vllm.benchmarks.serve's
 # add_cli_args and main, in 0.27.1 and 0.32.0 alike; the worker calls those two with the leg's Python.
 VLLM_SERVE_BENCH = Path(__file__).resolve().parents[1] / "measure" / "worker" / "vllm_serve_bench.py"
-# The aim on the CPU: harness ÷ vLLM within 1.00 ± 0.03 at every point.
-TARGET_BAND = 0.03
 TAIL_LINES = 12
 
 ServerFactory = Callable[[RunSpec, Path, dict[str, str]], Server]
@@ -321,9 +319,9 @@ def summarize(repeats: Sequence[RepeatRun]) -> list[PointSummary]:
             "tpot_p50_ms": compare([x.metrics.tpot_ms.p50 for x in hs], [x.tpot_ms.p50 for x in vs]),
             "itl_p50_ms": compare([x.metrics.itl_ms.p50 for x in hs], [x.itl_ms.p50 for x in vs]),
         }
-        value = cmp["output_tok_s"].ratio
+        o = cmp["output_tok_s"]
         rows.append(PointSummary(concurrency=key[0], request_rate=key[1], **cmp, excluded=excluded.get(key, []),
-                                 band=band_side(value, TARGET_BAND) if value is not None else None))
+                                 band=interval_band(o.ratio, o.ci_low, o.ci_high, TARGET_BAND)))
     return rows
 
 
@@ -452,6 +450,20 @@ def _ratio_cell(c: Comparison) -> str:
     return f"{c.ratio:.3f} ({c.verdict})"
 
 
+def _band_cell(s: PointSummary) -> str:
+    """The band column in words: a side only when the whole interval lies there."""
+    o, lo, hi = s.output_tok_s, 1 - TARGET_BAND, 1 + TARGET_BAND
+    if s.band == "below" or s.band == "above":
+        return f"outside ({s.band})"
+    if s.band == "undecided" and o.ci_low is not None and o.ci_high is not None:
+        if o.ci_low < lo and o.ci_high > hi:
+            return "undecided (interval wider than the band)"
+        return f"undecided (interval crosses {lo if o.ci_low < lo else hi:.2f})"
+    if s.band == "no interval":
+        return f"no interval ({o.verdict})"
+    return s.band or "—"
+
+
 def _pair_cell(c: Comparison) -> str:
     h, v = _median(c.harness), _median(c.vllm)
     return f"{_fmt(h, '{:.2f}')} / {_fmt(v, '{:.2f}')} ({_fmt(c.ratio, '{:.3f}')})"
@@ -462,10 +474,13 @@ def crosscheck_md(records: Sequence[ServeCrosscheckRecord]) -> str:
              "The same server, one per repeat; at each load point the harness's load generator and vLLM's "
              "`bench serve` (the leg's own, run with the leg's Python) one after the other. Ratios are "
              "harness ÷ vLLM of the medians over repeats; the interval and verdict are the project's rule "
-             f"(Welch's t on log values) with 2 or more repeats per side. Target: 1.00 ± {TARGET_BAND:.2f}.", ""]
+             f"(Welch's t on log values) with 2 or more repeats per side. Target: 1.00 ± {TARGET_BAND:.2f}, judged "
+             "by the interval: within only when the whole 95% interval lies inside the band, outside only when "
+             "the whole interval lies outside it, undecided when it crosses an edge; a point with fewer than 2 "
+             "repeats on a side has no interval and is not judged.", ""]
     lines += [f"- {n}" for n in NOTES] + [""]
     lines += ["| leg | model | workload | point | repeats harness / vLLM | harness out tok/s | vLLM out tok/s | "
-              "harness ÷ vLLM [95% CI] | within ±" + f"{TARGET_BAND:.0%}" + " | median TPOT ms harness / vLLM (÷) | "
+              f"harness ÷ vLLM [95% CI] | within ±{TARGET_BAND:.0%} (whole CI) | median TPOT ms harness / vLLM (÷) | "
               "median TTFT ms harness / vLLM (÷) | median ITL ms harness / vLLM (÷) |",
               "|---|---|---|---|---:|---:|---:|---|---|---|---|---|"]
     failures: list[str] = []
@@ -474,7 +489,7 @@ def crosscheck_md(records: Sequence[ServeCrosscheckRecord]) -> str:
             o = s.output_tok_s
             lines.append(f"| {rec.leg} | `{rec.model}` | {rec.workload} | {_label(s.concurrency, s.request_rate)} | "
                          f"{len(o.harness)} / {len(o.vllm)} | {_fmt(_median(o.harness), '{:,.1f}')} | "
-                         f"{_fmt(_median(o.vllm), '{:,.1f}')} | {_ratio_cell(o)} | {s.band or '—'} | "
+                         f"{_fmt(_median(o.vllm), '{:,.1f}')} | {_ratio_cell(o)} | {_band_cell(s)} | "
                          f"{_pair_cell(s.tpot_p50_ms)} | {_pair_cell(s.ttft_p50_ms)} | {_pair_cell(s.itl_p50_ms)} |")
             failures += [f"{rec.leg} `{rec.model}` {rec.workload} {_label(s.concurrency, s.request_rate)} {x}"
                          for x in s.excluded]

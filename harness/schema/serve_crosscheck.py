@@ -6,6 +6,10 @@ Format history (schema_version; `read` lifts an older file in order):
       reason with its output tail); per point, harness ÷ vLLM with the project's rule over repeats.
   2 - `kind: serve-crosscheck`, as the harness's other typed records carry, so that reading a file
       checks what it is. Version-1 files lift unchanged (the folder holds nothing else).
+  3 - `band` judges output tok/s's 95% interval, no longer its point estimate: "within" / "below" /
+      "above" only when the whole interval lies there, "undecided" when it crosses an edge of the
+      band, "no interval" when a side has too few repeats for one. Version-2 files lift with `band`
+      recomputed from their stored interval (interval_band).
 """
 
 from __future__ import annotations
@@ -19,8 +23,32 @@ from harness.schema import record
 from harness.schema.base import Frozen
 from harness.schema.serve import Dist, ServePoint
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 KIND = "serve-crosscheck"
+# The aim on the CPU: harness ÷ vLLM within 1.00 ± 0.03 at every point. Here, not beside the
+# measurement, because lifting a version-2 file re-judges its band against it.
+TARGET_BAND = 0.03
+
+Band = Literal["within", "below", "above", "undecided", "no interval"]
+
+
+def interval_band(ratio: float | None, low: float | None, high: float | None,
+                  band: float = TARGET_BAND) -> Band | None:
+    """Where a ratio lies against 1 ± band, judged by its interval [low, high]: "within" when the
+    whole interval lies inside the band (edges included), "below" / "above" when the whole interval
+    lies outside it, "undecided" when it crosses an edge. A ratio with no interval is "no interval":
+    its point estimate alone cannot place it. None without a ratio."""
+    if ratio is None:
+        return None
+    if low is None or high is None:
+        return "no interval"
+    if 1 - band <= low and high <= 1 + band:
+        return "within"
+    if high < 1 - band:
+        return "below"
+    if low > 1 + band:
+        return "above"
+    return "undecided"
 
 
 class VllmPoint(Frozen):
@@ -87,7 +115,7 @@ class PointSummary(Frozen):
     ttft_p50_ms: Comparison
     tpot_p50_ms: Comparison
     itl_p50_ms: Comparison
-    band: Literal["below", "within", "above"] | None = None   # output tok/s ratio against 1 ± the target band
+    band: Band | None = None                                  # output tok/s's interval against 1 ± TARGET_BAND
     excluded: list[str] = Field(default_factory=list)         # samples left out, and why
 
 
@@ -115,7 +143,28 @@ def _update_to_2(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 2, "kind": KIND}
 
 
-MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2}
+def _is_num(v: Any) -> bool:
+    return v is None or isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _rebanded(point: Any) -> Any:
+    o = point.get("output_tok_s") if isinstance(point, dict) else None
+    if not isinstance(o, dict):
+        return point                   # validation names what is wrong
+    nums = [o.get(k) for k in ("ratio", "ci_low", "ci_high")]
+    return {**point, "band": interval_band(*nums)} if all(map(_is_num, nums)) else point
+
+
+def _update_to_3(old: dict, path: Path) -> dict:
+    """Version 2 -> 3: each point's band re-judged from its stored output tok/s interval (a version-2
+    band judged the point estimate: "within" at 0.99 [0.75, 1.31])."""
+    out = {**old, "schema_version": 3}
+    if isinstance(old.get("summary"), list):
+        out["summary"] = [_rebanded(x) for x in old["summary"]]
+    return out
+
+
+MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3}
 
 
 def read(path: Path) -> ServeCrosscheckRecord:
