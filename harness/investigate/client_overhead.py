@@ -229,8 +229,9 @@ def client_overhead(*, concurrencies: Sequence[int] = (1, 4, 16, 64, 256), reque
             import tempfile
             log = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="client-overhead-"))) / LOG_NAME
         base = stack.enter_context(endpoint(log))
-        # Never none: the first run_point of a process imports aiohttp's client inside its CPU window
-        # (about half a CPU second), which would be charged to the first point.
+        # Never none: the endpoint's and the client's first requests of a process pay one-off costs
+        # that no point should carry. (aiohttp's first import, about half a CPU second, is outside
+        # every point's CPU window anyway: loadgen.prepare.)
         from harness.measure import loadgen
 
         loadgen.run_point(base, model=MODEL, prompts=prompts[:warmup_requests], max_tokens=output_tokens,
