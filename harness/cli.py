@@ -1,5 +1,6 @@
 """`harness VERB ...`: thin wrappers over the package's functions (scenario → leg → run → record →
-table → report). Expected failures print one line and exit 2."""
+table → report). Expected failures print one line and exit 2; a sweep whose runs are all recorded
+but not all ok exits 3."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from pathlib import Path
 
 from harness import __version__
 from harness.core.errors import UserError
+
+# `harness sweep`: every planned run has a record, and at least one of them is not ok.
+EXIT_RUNS_FAILED = 3
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
@@ -26,6 +30,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         failed = sum(r.status != "ok" for r in res.records)
         print(f"{len(res.records)} runs ({res.measured} measured, {res.reused} reused, {failed} not ok); "
               f"records under {res.study_dir / 'runs'}; sweep index {res.index_path}")
+        # Failed runs are recorded, not errors of the sweep; a script still needs to tell them apart.
+        return EXIT_RUNS_FAILED if failed else 0
     return 0
 
 
@@ -239,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=__version__)
     sub = p.add_subparsers(dest="verb", required=True)
 
-    s = sub.add_parser("sweep", help="measure a scenario, one run at a time")
+    s = sub.add_parser("sweep", help="measure a scenario, one run at a time (exit 3: finished, some runs not ok)")
     SweepArgs.add_cli_args(s)
     s.set_defaults(func=cmd_sweep)
 

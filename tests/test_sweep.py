@@ -67,10 +67,69 @@ def test_resume_reuses_only_identical_fingerprints(tmp_path, fake_sweep):
     assert all(r.invocation_id == first.invocation_id for r in again.records)
     index = json.loads(again.index_path.read_text())
     assert all(r["reused"] and r["measured_by"] == first.invocation_id for r in index["runs"])
-    # Changing an engine argument changes the fingerprint: nothing may be reused.
-    changed = sweep(_args(tmp_path, resume=True, body=SCENARIO.replace("1234.5", "999.0")))
+    # Changing an engine argument changes the fingerprint: nothing may be reused, and the finished
+    # records are not measured over unless asked for.
+    body = SCENARIO.replace("1234.5", "999.0")
+    before = sorted(p.read_bytes() for p in first.study_dir.rglob("results.json"))
+    with pytest.raises(UserError) as e:
+        sweep(_args(tmp_path, resume=True, body=body))
+    msg = str(e.value)
+    assert "\n" not in msg and "results.json: holds a finished record" in msg and "engine arguments" in msg
+    assert "(and 7 more finished runs)" in msg and "--supersede" in msg
+    assert sorted(p.read_bytes() for p in first.study_dir.rglob("results.json")) == before
+    changed = sweep(_args(tmp_path, resume=True, supersede=True, body=body))
     assert changed.measured == 8 and changed.reused == 0
     assert {r.metrics.throughput_tok_s for r in changed.records} == {999.0}
+    # The earlier records are kept whole beside the study, and the index says where each went.
+    index = json.loads(changed.index_path.read_text())
+    assert index["schema_version"] == 2 and len(index["superseded"]) == 8
+    for entry in index["superseded"]:
+        old = record.read(changed.study_dir / entry["moved_to"] / "results.json")
+        assert old.metrics.throughput_tok_s == 1234.5 and old.invocation_id == first.invocation_id
+        assert entry["measured_by"] == first.invocation_id and entry["changed"] == ["engine arguments"]
+        assert entry["moved_to"].startswith(f"superseded/{changed.invocation_id}/")
+
+
+def test_sweep_without_resume_refuses_to_measure_over_records(tmp_path, fake_sweep):
+    first = sweep(_args(tmp_path, workloads=("a",)))
+    with pytest.raises(UserError) as e:
+        sweep(_args(tmp_path))
+    assert "has no --resume" in str(e.value) and "--resume keeps finished runs" in str(e.value)
+    assert first.invocation_id in str(e.value)
+    # Workload b has no records yet: measuring it alone over nothing is fine.
+    assert sweep(_args(tmp_path, workloads=("b",))).measured == 4
+
+
+def test_retried_failures_are_kept_aside_without_asking(tmp_path, fake_sweep):
+    body = SCENARIO.replace("repeats: 2", "repeats: 1").replace("{fake_tok_s: 1234.5}", '{fake_fail: "RuntimeError: boom"}')
+    first = sweep(_args(tmp_path, body=body, workloads=("a",)))
+    assert {r.status for r in first.records} == {"failed"}
+    again = sweep(_args(tmp_path, body=body, workloads=("a",), resume=True, retry_failed=True))
+    assert again.measured == 2
+    index = json.loads(again.index_path.read_text())
+    assert [e["status"] for e in index["superseded"]] == ["failed", "failed"]
+    kept = again.study_dir / index["superseded"][0]["moved_to"]
+    assert "RuntimeError: boom" in (kept / "run.log").read_text()
+
+
+def test_study_yaml_left_alone_when_nothing_to_add(tmp_path, fake_sweep):
+    res = sweep(_args(tmp_path, workloads=("a",), repeats=1))
+    meta = res.study_dir / "study.yaml"
+    edited = "# hand-written note kept by later sweeps\n" + meta.read_text()
+    meta.write_text(edited)
+    sweep(_args(tmp_path, workloads=("a",), repeats=1, resume=True))
+    assert meta.read_text() == edited
+
+
+def test_cli_sweep_exit_status_says_runs_failed(tmp_path, fake_sweep, capsys):
+    from harness import cli
+
+    ok = write_scenario(tmp_path, SCENARIO.replace("repeats: 2", "repeats: 1"))
+    assert cli.main(["sweep", str(ok), "--results", str(tmp_path / "r1"), "--workload", "a"]) == 0
+    bad = write_scenario(tmp_path, SCENARIO.replace("repeats: 2", "repeats: 1")
+                         .replace("{fake_tok_s: 1234.5}", '{fake_fail: "RuntimeError: boom"}'))
+    assert cli.main(["sweep", str(bad), "--results", str(tmp_path / "r2"), "--workload", "a"]) == cli.EXIT_RUNS_FAILED == 3
+    assert "2 not ok" in capsys.readouterr().out
 
 
 def test_resume_remeasures_a_run_without_results(tmp_path, fake_sweep):

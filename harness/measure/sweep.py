@@ -24,7 +24,7 @@ from harness import __version__, workloads
 from harness.core import paths
 from harness.core.errors import LegEnvError, UserError
 from harness.core.yamlio import read_yaml
-from harness.measure import dryrun, guard, leg as legmod
+from harness.measure import dryrun, guard, leg as legmod, supersede
 from harness.schema import record, sweep_index
 from harness.schema import study as study_file
 from harness.measure.leg import LegEnv
@@ -62,6 +62,7 @@ class SweepArgs:
     wait_lock_s: float = 0.0           # while another sweep measures on this node: wait this long, not fail
     diagnose: bool = True              # re-run a failed run whose log names no cause, with DEBUG logging
     profile: int | None = None         # profile this many timed calls per run, as arm `<arm>-profiled`
+    supersede: bool = False            # measure over finished records (moved to superseded/ first)
 
     @classmethod
     def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
@@ -74,6 +75,9 @@ class SweepArgs:
         p.add_argument("--repeats", type=int, help="override the scenario's repeats")
         p.add_argument("--resume", action="store_true", help="reuse finished runs with identical fingerprints")
         p.add_argument("--retry-failed", action="store_true", help="with --resume, re-measure failed runs")
+        p.add_argument("--supersede", action="store_true",
+                       help="re-measure runs whose folder holds a finished record (no --resume, or its "
+                            "fingerprint changed); the earlier records move to superseded/<invocation>/ first")
         p.add_argument("--allow-dirty", action="store_true", help="measure despite guard findings (recorded)")
         p.add_argument("--timeout", dest="timeout_s", type=float, help="per-run timeout in seconds")
         p.add_argument("--devices", help="CUDA_VISIBLE_DEVICES for every run")
@@ -108,7 +112,8 @@ class SweepArgs:
                    allow_dirty=a.allow_dirty, timeout_s=a.timeout_s, devices=a.devices,
                    dry_run=a.dry_run, offline=a.offline, executor=a.executor, ray_address=a.ray_address,
                    engine=a.engine, order=a.order, diagnose=getattr(a, "diagnose", True),
-                   wait_lock_s=getattr(a, "wait_lock_s", 0.0), profile=getattr(a, "profile", None))
+                   wait_lock_s=getattr(a, "wait_lock_s", 0.0), profile=getattr(a, "profile", None),
+                   supersede=getattr(a, "supersede", False))
 
 
 @dataclass(kw_only=True)
@@ -256,6 +261,7 @@ def reusable(p: PlannedRun, retry_failed: bool) -> RunRecord | None:
 def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str]) -> None:
     path = study_dir / "study.yaml"
     meta = (read_yaml(path) or {}) if path.exists() else {}  # bounded like every YAML input
+    before = json.dumps(meta, sort_keys=True, default=str)
     meta.setdefault("schema_version", study_file.SCHEMA_VERSION)
     meta.setdefault("name", study_dir.name)
     meta.setdefault("title", sc.description or sc.name)
@@ -265,6 +271,9 @@ def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str]) -> None:
     for ln in legs:
         if ln not in [x["name"] for x in order]:
             order.append({"name": ln, "label": legmod.load_leg(ln).label})
+    # A hand-edited study.yaml keeps its layout and comments unless the sweep has something to add.
+    if path.exists() and json.dumps(meta, sort_keys=True, default=str) == before:
+        return
     study_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".yaml.tmp")
     tmp.write_text(yaml.safe_dump(meta, sort_keys=False))
@@ -279,13 +288,19 @@ def sweep(args: SweepArgs, *, executor: Executor | None = None) -> SweepResult:
 def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[PlannedRun], *,
                  executor: Executor | None = None) -> SweepResult:
     """Build the envs, take the node lock, run the guards, then measure the plan in order."""
+    over = supersede.replacements(planned)
     if args.dry_run:
+        replacing = {r.planned.index for r in over}
         for p in planned:
-            console.print(f"{p.index:>4}  {'reuse' if p.reuse else 'run  '}  {p.spec.run_id}  "
-                          f"env={p.spec.leg_env.name}", highlight=False)
+            what = "reuse" if p.reuse else "over " if p.index in replacing else "run  "
+            console.print(f"{p.index:>4}  {what}  {p.spec.run_id}  env={p.spec.leg_env.name}", highlight=False)
             console.print(f"      inputs: {dryrun.inputs_line(p.spec.workload.work)}", highlight=False)
+        if over:
+            console.print(f"{len(over)} run(s) marked 'over' measure where a record is; "
+                          f"{sum(r.needs_consent for r in over)} of them finished (--supersede to replace)")
         return SweepResult(invocation_id="dry-run", study_dir=study_dir, records=[], measured=0,
                            reused=sum(p.reuse is not None for p in planned), index_path=Path())
+    supersede.check(over, resume=args.resume, supersede=args.supersede)
     # Sortable by name in the order invocations started (milliseconds), unique by the suffix.
     invocation_id = datetime.now().strftime("%Y%m%dT%H%M%S%f")[:-3] + "-" + uuid.uuid4().hex[:6]
     executor = executor or executor_named(args.executor, address=args.ray_address, diagnose=args.diagnose)
@@ -318,6 +333,7 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
                  "finished_at": None, "planned": len(planned), "runs": [],
                  "engine": args.engine or sc.engine, "order": args.order or sc.order,
                  "leg_order": _leg_orders(planned)}
+        index["superseded"] = supersede.move_aside(over, study_dir, invocation_id)
         record.write_json_atomic(index_path, index)
         records: list[RunRecord] = []
         counts = {"measured": 0, "reused": 0}

@@ -3,6 +3,9 @@
 Format history (schema_version):
   0 - unversioned (every index written before versions): the same fields.
   1 - `schema_version`; `order` (the legs' order per repeat, as run) may be present.
+  2 - `superseded`: the earlier records this invocation replaced, each moved under superseded/ first
+      (run id, where it went, its status, the invocation that measured it, what had changed).
+      Version 1 files read as having replaced nothing; the fields are otherwise the same.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class SweepEntry(BaseModel):
@@ -38,6 +41,7 @@ class SweepIndex(BaseModel):
     finished_at: str | None = None
     planned: int | None = None
     runs: list[SweepEntry]
+    superseded: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class TooNew(ValueError):
