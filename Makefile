@@ -37,6 +37,8 @@ setup: $(VENV)/.installed
 # It measures into a new study folder named by host and minute (MAIN_STUDY), never into the shipped
 # results/$(STUDY), whose committed records are the reference; it refuses a folder that holds records
 # unless SWEEP_ARGS has --resume (MAIN_STUDY=<that folder> SWEEP_ARGS=--resume continues one).
+# A sweep that recorded failed runs (exit 3) still gets its tables and report, which attribute the
+# failures; make main then ends with that status, so a script sees it.
 MAIN_SCENARIO ?= $(STUDY)
 ifndef MAIN_STUDY
 MAIN_STUDY := local-$(shell hostname | tr -c 'A-Za-z0-9.\n-' '_')-$(shell date +%Y%m%d-%H%M)
@@ -46,10 +48,12 @@ main: setup
 	    if [ -n "$$(find results/$(MAIN_STUDY)/runs -name results.json 2>/dev/null | head -1)" ]; then \
 	    echo "make main: results/$(MAIN_STUDY) already holds records; set MAIN_STUDY to a new folder" >&2; exit 2; fi;; esac
 	$(PY) -m harness tiny-model
-	$(PY) -m harness sweep $(MAIN_SCENARIO) --study $(MAIN_STUDY) $(SWEEP_ARGS)
-	$(PY) -m harness tables results/$(MAIN_STUDY)
-	$(PY) -m harness report results/$(MAIN_STUDY)
-	@echo "records: results/$(MAIN_STUDY)/runs   tables: results/$(MAIN_STUDY)/derived   report: results/$(MAIN_STUDY)/report"
+	@set -x; $(PY) -m harness sweep $(MAIN_SCENARIO) --study $(MAIN_STUDY) $(SWEEP_ARGS); rc=$$?; \
+	    [ $$rc -eq 0 ] || [ $$rc -eq 3 ] || exit $$rc; \
+	    $(PY) -m harness tables results/$(MAIN_STUDY) && $(PY) -m harness report results/$(MAIN_STUDY) || exit $$?; \
+	    { set +x; } 2>/dev/null; \
+	    echo "records: results/$(MAIN_STUDY)/runs   tables: results/$(MAIN_STUDY)/derived   report: results/$(MAIN_STUDY)/report"; \
+	    [ $$rc -eq 0 ] || echo "make main: some runs failed (recorded; see the report's failure section)" >&2; exit $$rc
 
 # The whole suite. What its report and browser tests need comes first where it can be had: Quarto from
 # QUARTO_SRC (when that folder exists) and Chromium from the system's package manager (when it is
