@@ -194,7 +194,8 @@ def cmd_report(a: argparse.Namespace) -> int:
     _out_folder(a.out)
     _warn_problems(a.study_dir, strict=a.strict)
     strict = a.strict_claims if a.strict_claims else None
-    print(main_summary(render(a.study_dir, a.out, strict_claims=strict, quarto=a.quarto)))
+    print(main_summary(render(a.study_dir, a.out, strict_claims=strict, quarto=a.quarto,
+                              allow_reused=a.allow_reused, allow_different_work=a.allow_different_work)))
     return 0
 
 
@@ -311,6 +312,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(repeatable; default: study.yaml's report.strict_claims)")
     s.add_argument("--strict", action="store_true",
                    help="any unusable or excluded record is an error (exit 2), not a warning")
+    s.add_argument("--allow-reused", action="store_true", default=None,
+                   help="let runs reused by --resume be canonical (default: as study.yaml declares)")
+    s.add_argument("--allow-different-work", action="store_true", default=None,
+                   help="compare legs whose runs did different work; the report's tables list the "
+                        "differences (default: as study.yaml declares, else refused)")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--quarto", dest="quarto", action="store_true", default=None, help="require quarto")
     g.add_argument("--no-quarto", dest="quarto", action="store_false",

@@ -119,11 +119,14 @@ def _in_table_order(df: pd.DataFrame, canons: list[Canonical]) -> pd.DataFrame:
 
 
 def coverage_frame(ds: Dataset, *, series: str | None = None, arm: str = "default",
-                   allow_reused: bool | None = None) -> pd.DataFrame:
+                   allow_reused: bool | None = None, canon: Canonical | None = None) -> pd.DataFrame:
     """model x leg: "ok" (a canonical measurement for every workload), "partial", "failed" (no run
-    passed), "excluded" (runs passed but none is canonical) or "not run"; for a coverage heat map."""
+    passed), "excluded" (runs passed but none is canonical) or "not run"; for a coverage heat map.
+    `canon`: a selection already made (the report's, with its escapes), instead of making one."""
+    if canon is not None:
+        series, arm = canon.series, canon.arm
     series = series or ds.study.main_series
-    c = canonicalize(ds, series=series, arm=arm, allow_reused=allow_reused)
+    c = canon or canonicalize(ds, series=series, arm=arm, allow_reused=allow_reused)
     recs = ds.records[(ds.records["series"] == series) & (ds.records["arm"] == arm)]
     models = [m for m in model_order(ds) if m in set(recs["model"])]
     legs = [lg for lg in ds.study.leg_names if lg in set(recs["leg"])]

@@ -110,7 +110,7 @@ def coverage_figure(st: Study) -> Png | Note:
     from harness.investigate import diagnostics as dx
     from harness.publish import figures
 
-    cov = dx.coverage_frame(st.ds, series=st.canon.series)
+    cov = dx.coverage_frame(st.ds, canon=st.canon)
     # "ok" that holds only under a dependency pin is its own state: the model does not pass as installed.
     att = attributions_by_model(st.ds, series=st.canon.series)
     for r in att[att["status"] == "passes only pinned"].to_dict("records"):

@@ -254,10 +254,12 @@ class RenderResult:
     seconds: float
 
 
-def _params(study_dir: Path, strict_claims: Iterable[str] | str | bool | None) -> dict[str, Any]:
+def _params(study_dir: Path, strict_claims: Iterable[str] | str | bool | None,
+            allow: dict[str, bool | None] | None = None) -> dict[str, Any]:
     # Plain strings, as papermill and `quarto render -P` pass them.
     strict = "" if strict_claims is None else ",".join(strict_ids(strict_claims))
-    return {"study": str(study_dir), "strict_claims": strict if strict_claims is not None else "auto"}
+    flags = {k: "auto" if v is None else str(v).lower() for k, v in (allow or {}).items()}
+    return {"study": str(study_dir), "strict_claims": strict if strict_claims is not None else "auto"} | flags
 
 
 def _render_kernel(qmd: Path, params: dict[str, Any], scratch: Path) -> tuple[str, list[Path]]:
@@ -371,12 +373,15 @@ def _quarto_figures(md: str, built: Path, scratch: Path) -> tuple[str, list[Path
 
 def render(study_dir: Path | str, out_dir: Path | str | None = None, *,
            strict_claims: Iterable[str] | str | bool | None = None, quarto: bool | None = None,
-           qmd: Path = QMD, say: Callable[[str], None] = print) -> RenderResult:
+           qmd: Path = QMD, say: Callable[[str], None] = print, allow_reused: bool | None = None,
+           allow_different_work: bool | None = None) -> RenderResult:
     """REPORT.md, index.html, figures, the dataset card README.md and the derived tables and export of
     a study folder, under `out_dir` (default `<study>/report/`). With `quarto` on PATH (and `quarto`
     not False) `quarto render` runs index.qmd with the study as a parameter; otherwise index.qmd's
     cells run through a Jupyter kernel here. Says on the console which path it took. Everything is
-    built in a scratch folder first: a failing claim or cell leaves the previous report in place."""
+    built in a scratch folder first: a failing claim or cell leaves the previous report in place.
+    `allow_reused` / `allow_different_work` (None: as study.yaml declares) reach the cells and the
+    derived tables alike, so the page and its tables select the same runs."""
     t0 = time.monotonic()
     root = _resolve(study_dir)
     if not root.is_dir():
@@ -391,12 +396,13 @@ def render(study_dir: Path | str, out_dir: Path | str | None = None, *,
     if quarto is True and exe is None:
         raise UserError("quarto: command not found on PATH or in .cache/quarto (`make quarto` installs it; "
                         "drop --quarto to render through the Jupyter kernel)")
-    params = _params(root, strict_claims)
+    allow = {"allow_reused": allow_reused, "allow_different_work": allow_different_work}
+    params = _params(root, strict_claims, allow)
     scratch = Path(tempfile.mkdtemp(prefix=".report-", dir=out.parent))
     # The derived tables are built in a thread while the cells run: the kernel mostly waits.
     pool = ThreadPoolExecutor(max_workers=1)
     try:
-        derived_job = pool.submit(_derive, root, scratch)
+        derived_job = pool.submit(_derive, root, scratch, allow)
         if exe:
             say(f"report: quarto found ({exe}): quarto render {qmd.name} -P study:{_rel(root)} "
                 "(on a private copy of the project)")
@@ -421,11 +427,11 @@ def render(study_dir: Path | str, out_dir: Path | str | None = None, *,
                         seconds=time.monotonic() - t0)
 
 
-def _derive(root: Path, scratch: Path) -> tuple[Any, list[Path]]:
+def _derive(root: Path, scratch: Path, allow: dict[str, bool | None]) -> tuple[Any, list[Path]]:
     """CANONICAL.md, MANIFEST.md, tables/, compare/ and export/: what the card's configs point at."""
     from harness.analyze.derive import write_study
 
-    return write_study(root, scratch)
+    return write_study(root, scratch, **allow)
 
 
 def _move_into(scratch: Path, out: Path) -> list[Path]:

@@ -41,7 +41,7 @@ from harness.publish.sections import serving as _serving
 from harness.publish.sections import profile as _profile
 from harness.publish.sections import supporting as _supporting
 from harness.publish.strict import ClaimFailed
-from harness.publish.study import Study, load_study, series_canons
+from harness.publish.study import Study, load_study, series_canons, tristate
 
 
 def _aligned(f: Callable[[Study], str]) -> Callable[[Study], str]:
@@ -76,5 +76,5 @@ __all__ = [
     "crosscheck_section_md", "diagnostics_intro_md", "dispersion_figure", "failures_md", "findings", "headline_md",
     "intro_md", "latency_md", "profile_md", "limitations_md", "load_study", "ratio_figure", "render", "series_canons",
     "series_figures", "show", "show_all", "side_records_md", "sources_md", "stack_md", "steps", "supporting_md",
-    "throughput_md", "title_md",
+    "throughput_md", "title_md", "tristate",
 ]

@@ -36,10 +36,25 @@ class Study:
         return "transcribed" in self.canon.provenances or self.canon.study.provenance == "transcribed"
 
 
-def series_canons(ds: Dataset, *, allow_reused: bool | None = None) -> dict[str, Canonical]:
+def series_canons(ds: Dataset, *, allow_reused: bool | None = None,
+                  allow_different_work: bool | None = None) -> dict[str, Canonical]:
     """The canonical cells of every series of the dataset (default arm), the main series first."""
     names = [ds.study.main_series] + sorted(set(ds.records["series"]) - {ds.study.main_series})
-    return {s: canonicalize(ds, series=s, allow_reused=allow_reused) for s in names if s in set(ds.records["series"])}
+    return {s: canonicalize(ds, series=s, allow_reused=allow_reused, allow_different_work=allow_different_work)
+            for s in names if s in set(ds.records["series"])}
+
+
+def tristate(value: object) -> bool | None:
+    """A report parameter as papermill or `quarto render -P` passes it ("auto", "true", True, ...):
+    None (as study.yaml declares), True or False."""
+    text = str(value).strip().lower()
+    if text in ("auto", "none", ""):
+        return None
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ValueError(f"expected auto, true or false, not {value!r}")
 
 
 def check_config(cfg: ReportConfig, path: Path) -> None:
@@ -58,15 +73,18 @@ def check_config(cfg: ReportConfig, path: Path) -> None:
 
 
 def load_study(study: Path | str, *, strict_claims: Iterable[str] | str | bool | None = None,
-               params: ClaimParams = ClaimParams()) -> Study:
+               params: ClaimParams = ClaimParams(), allow_reused: bool | None = None,
+               allow_different_work: bool | None = None) -> Study:
     """Load, canonicalize and check the claims. `strict_claims=None` takes study.yaml's
-    `report: {strict_claims: [...]}` (none if absent)."""
+    `report: {strict_claims: [...]}` (none if absent); `allow_reused` / `allow_different_work` None
+    take study.yaml's, as `harness tables` does."""
     root = _resolve(study)
     ds = load(root)
     cfg = report_config(ds.study.extra.get("report"), root / "study.yaml")
     check_config(cfg, root / "study.yaml")
-    others = series_canons(ds)
-    canon = others.get(ds.study.main_series) or canonicalize(ds)
+    allow = {"allow_reused": allow_reused, "allow_different_work": allow_different_work}
+    others = series_canons(ds, **allow)
+    canon = others.get(ds.study.main_series) or canonicalize(ds, **allow)
     if strict_claims is None:
         strict_claims = cfg.strict_claims
     claims = findings(canon, strict=strict_claims, params=params, others=others, study_kinds=cfg.claims,

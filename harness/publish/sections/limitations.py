@@ -66,6 +66,12 @@ def limitations(st: Study) -> list[str]:
         items.append(f"**Excluded runs.** {w.n(len(canon.exclusions), 'run')} of the main series "
                      f"{w.v(len(canon.exclusions), 'is', 'are')} not canonical ("
                      + ", ".join(f"{r}: {n}" for r, n in reasons.items()) + "); `CANONICAL.md` lists each.")
+    if canon.different_work:
+        shown = "; ".join(canon.different_work[:3]) + (" …" if len(canon.different_work) > 3 else "")
+        items.append(f"**Legs compared although their runs did different work.** "
+                     f"{w.n(len(canon.different_work), 'cell')} of the main series (allowed by "
+                     f"`--allow-different-work` or study.yaml's `allow_different_work`): {shown}. A ratio there "
+                     f"mixes the version's effect with the work's; `CANONICAL.md` lists each.")
     if st.transcribed:
         items.append("**Rounded inputs.** The transcribed figures are rounded as printed, so a ratio recomputed from "
                      "them can differ from the source's own in the last digit.")
