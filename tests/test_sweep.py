@@ -88,6 +88,14 @@ def test_resume_reuses_only_identical_fingerprints(tmp_path, fake_sweep):
         assert old.metrics.throughput_tok_s == 1234.5 and old.invocation_id == first.invocation_id
         assert entry["measured_by"] == first.invocation_id and entry["changed"] == ["engine arguments"]
         assert entry["moved_to"].startswith(f"superseded/{changed.invocation_id}/")
+    # The dataset knows, and the report's limitations say so.
+    from harness.analyze.dataset import load
+    from harness.publish.sections.limitations import limitations
+    from harness.publish.study import load_study
+
+    assert len(load(changed.study_dir).superseded) == 8
+    said = [x for x in limitations(load_study(changed.study_dir)) if x.startswith("**Re-measured runs.**")]
+    assert said and "over 8 earlier records (8 finished, 0 failed or unreadable)" in said[0]
 
 
 def test_sweep_without_resume_refuses_to_measure_over_records(tmp_path, fake_sweep):

@@ -100,6 +100,8 @@ class Dataset:
     # Row order of the sweeps that measured the study (scenario order), used when study.yaml
     # gives no model/workload order.
     sweep_order: tuple[tuple[str, str], ...] = ()
+    # Earlier records later sweeps measured over, as their indexes list them (moved to superseded/).
+    superseded: tuple[dict[str, Any], ...] = ()
 
     def __len__(self) -> int:
         return len(self.records)
@@ -139,8 +141,10 @@ def _str_list(meta: dict[str, Any], key: str, path: Path) -> tuple[str, ...]:
     return tuple(v)
 
 
-def _sweep_index(root: Path, problems: list[Problem]) -> tuple[dict[str, tuple[str, bool]], list[tuple[str, str]], set[tuple[str, str]]]:
-    """run_id -> (invocation, reused) from the latest sweep index that lists the run.
+def _sweep_index(root: Path, problems: list[Problem]
+                 ) -> tuple[dict[str, tuple[str, bool]], list[tuple[str, str]], set[tuple[str, str]], list[dict]]:
+    """run_id -> (invocation, reused) from the latest sweep index that lists the run; and every
+    record an invocation superseded.
 
     Sweep index names start with a sortable timestamp, so name order is time order.
     """
@@ -148,9 +152,10 @@ def _sweep_index(root: Path, problems: list[Problem]) -> tuple[dict[str, tuple[s
     # (run_id, invocation) pairs that an index lists as measured by that invocation.
     measured_here: set[tuple[str, str]] = set()
     order: list[str] = []
+    superseded: list[dict] = []
     sweeps = root / "sweeps"
     if not sweeps.is_dir():
-        return latest, [], measured_here
+        return latest, [], measured_here, superseded
     for path in sorted(sweeps.glob("*.json")):
         try:
             idx = sweep_index.parse(json.loads(path.read_text(encoding="utf-8")), path)
@@ -159,6 +164,7 @@ def _sweep_index(root: Path, problems: list[Problem]) -> tuple[dict[str, tuple[s
                 if not r.reused:
                     measured_here.add((r.run_id, idx.invocation_id))
                 order.append(r.run_id)
+            superseded += [e | {"by": idx.invocation_id} for e in idx.superseded]
         except (OSError, UnicodeDecodeError, ValueError) as e:
             what = str(e).splitlines()[0] if not isinstance(e, ValidationError) else describe(e)
             problems.append(Problem(path=path, what=f"sweep index unreadable ({type(e).__name__}: {what}); ignored"))
@@ -168,7 +174,7 @@ def _sweep_index(root: Path, problems: list[Problem]) -> tuple[dict[str, tuple[s
         parts = rid.split("/")
         if len(parts) >= 4 and (parts[2], parts[3]) not in pairs:
             pairs.append((parts[2], parts[3]))
-    return latest, pairs, measured_here
+    return latest, pairs, measured_here, superseded
 
 
 def _result_files(root: Path) -> list[Path]:
@@ -309,7 +315,7 @@ def load(study_dir: Path | str) -> Dataset:
         raise UserError(f"{root}: not a study folder (neither study.yaml nor runs/ in it)")
     problems: list[Problem] = []
     meta = _study_meta(root)
-    reuse, sweep_pairs, measured_here = _sweep_index(root, problems)
+    reuse, sweep_pairs, measured_here, superseded = _sweep_index(root, problems)
     rows: list[dict[str, Any]] = []
     for path in _result_files(root):
         try:
@@ -346,7 +352,8 @@ def load(study_dir: Path | str) -> Dataset:
         extra={k: v for k, v in meta.items() if k not in {"name", "title", "provenance", "main_series", "legs",
                                                            "model_order", "workload_order", "schema_version"}},
     )
-    return Dataset(root=root, study=study, records=df, problems=tuple(problems), sweep_order=tuple(sweep_pairs))
+    return Dataset(root=root, study=study, records=df, problems=tuple(problems), sweep_order=tuple(sweep_pairs),
+                   superseded=tuple(superseded))
 
 
 def _drop_duplicates(root: Path, rows: list[dict[str, Any]], problems: list[Problem]) -> list[dict[str, Any]]:

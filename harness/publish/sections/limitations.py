@@ -72,6 +72,12 @@ def limitations(st: Study) -> list[str]:
                      f"{w.n(len(canon.different_work), 'cell')} of the main series (allowed by "
                      f"`--allow-different-work` or study.yaml's `allow_different_work`): {shown}. A ratio there "
                      f"mixes the version's effect with the work's; `CANONICAL.md` lists each.")
+    if ds.superseded:
+        ok = sum(e.get("status") == "ok" for e in ds.superseded)
+        items.append(f"**Re-measured runs.** Later sweeps measured over {w.n(len(ds.superseded), 'earlier record')} "
+                     f"({ok} finished, {len(ds.superseded) - ok} failed or unreadable); the tables use the later "
+                     f"ones, and the earlier are kept under `superseded/` (each sweep index in `sweeps/` says "
+                     f"what had changed).")
     if st.transcribed:
         items.append("**Rounded inputs.** The transcribed figures are rounded as printed, so a ratio recomputed from "
                      "them can differ from the source's own in the last digit.")
