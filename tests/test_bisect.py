@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from harness.investigate import bisect as bis
+from harness.investigate import bisect_legs
 from harness import cli
 from harness.measure import leg as legmod
 from harness.investigate.bisect import BisectArgs, Measurement, Rule, search
@@ -174,18 +175,18 @@ def test_releases_between_in_search_order():
 
     idx = [Version(v) for v in ["0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.32.0", "0.33.0"]]
     g, b = legmod.load_leg("cpu-0.27.1"), legmod.load_leg("cpu-0.32.0")
-    assert bis.releases_between(g, b, idx) == ["0.28.0", "0.29.0"]
-    assert bis.releases_between(b, g, idx) == ["0.29.0", "0.28.0"]
+    assert bisect_legs.releases_between(g, b, idx) == ["0.28.0", "0.29.0"]
+    assert bisect_legs.releases_between(b, g, idx) == ["0.29.0", "0.28.0"]
 
 
 def test_derived_leg_changes_only_the_release():
     good = legmod.load_leg("cpu-0.27.1")
-    d = bis.derived_leg(good, "0.29.0")
+    d = bisect_legs.derived_leg(good, "0.29.0")
     assert d.name == "cpu-0.29.0" and d.vllm_version == "0.29.0" and d.label == "0.29.0"
-    keep = bis._STACK_FIELDS
+    keep = bisect_legs.STACK_FIELDS
     assert d.model_dump(exclude=keep) == good.model_dump(exclude=keep)
     # A release with its own leg file of the same stack is that leg, with its name and label.
-    known = bis.derived_leg(good, "0.32.0")
+    known = bisect_legs.derived_leg(good, "0.32.0")
     assert known == legmod.load_leg("cpu-0.32.0")
 
 
@@ -281,6 +282,7 @@ def test_fake_bench_bisect_through_the_sweep_machinery(tmp_path, fake_sweep, mon
     assert by_version["0.32.0"].differs and by_version["0.32.0"].ratio == pytest.approx(0.7)
     assert by_version["0.28.0"].differs is False and by_version["0.30.0"].differs is True
     assert rec.legs["0.29.0"] == "cpu-0.29.0" and rec.inputs.metric == "throughput_tok_s"
+    assert rec.inputs.releases_from == "index" and rec.inputs.index == "https://index.invalid/simple"
     # Every measured run is a complete run record under the bisect's study folder.
     runs = tmp_path / "bisect" / rec.runs_dir / "runs"
     for s in rec.steps:

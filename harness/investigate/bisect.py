@@ -1,18 +1,19 @@
 """Regression bisection: the first release between two legs whose metric differs from the good leg's.
 
 The study measured Qwen3-VL-235B-FP8 image throughput at 0.70x between vLLM 0.18 and 0.26 and could
-not say which release did it. `bisect` makes a leg for every release between the two on the package
-index (the good leg's spec with only `vllm_version` changed), measures them with the sweep machinery
-(`plan` for the run specs, `execute` through the local executor, under the node lock) and searches
-like `git bisect`:
+not say which release did it. `bisect` takes every release between the two, from the package index or
+as given (`--versions`, for a machine that cannot reach an index), finds each one's leg
+(`harness.investigate.bisect_legs`: the release's own reviewed leg file, or the good leg's spec with
+only `vllm_version` changed), measures them with the sweep machinery (`plan` for the run specs,
+`execute` through the local executor, under the node lock) and searches like `git bisect`:
 
 - the good and the bad leg are measured first, repeat by repeat in turn; if they do not differ by
   the rule there is nothing to search ("endpoints do not differ");
 - every step is measured with N repeats and compared with the good leg's samples by
   `harness.analyze.stats.ratio` (bootstrap CI); a release *differs* when the CI excludes 1.0 AND the ratio is
   more than `threshold` away from 1.0 (the rule is written into the record);
-- a release whose env cannot be resolved or built, or with fewer than `min_ok` repeats that ran, is
-  recorded as skipped with its reason and a neighbour is measured instead (`git bisect skip`); if
+- a release without a leg, whose env cannot be resolved or built, or with fewer than `min_ok` repeats
+  that ran, is recorded as skipped with its reason and a neighbour is measured instead (`git bisect skip`); if
   only skipped releases separate the last same release from the first differing one, the conclusion
   names all of them as suspects.
 
@@ -21,6 +22,8 @@ the bad leg shows that assumption failed; the conclusion says so rather than hid
 
 Record SCHEMA_VERSION history:
 # 1 - first format: inputs with the rule, one entry per measured step in order, conclusion.
+# 2 - inputs.releases_from: "index" (listed from inputs.index) or "given" (--versions; inputs.index is
+#     then null). A version-1 record was always listed from the index.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from harness.schema import record
 from harness.analyze import stats
 from harness.core.errors import LegEnvError, UserError
 from harness.core.logs import scrub
+from harness.investigate.bisect_legs import ReleaseLegs, given_between, release_legs, releases_between
 from harness.measure.index import index_url, index_versions, lock_versions
 from harness.measure.leg import LegEnv, LegSpec
 from harness.measure.lock import waiting_node_lock, while_busy
@@ -57,7 +61,7 @@ from harness.schema.record import RunRecord
 from harness.measure.scenario import Scenario, load_scenario, scenario_path
 from harness.measure.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 RESULTS_DIR = paths.RESULTS / "bisect"
 
 console = Console(stderr=True)
@@ -155,7 +159,8 @@ class Inputs(_Frozen):
     repeats: int
     rule: Rule
     rule_text: str
-    index: str
+    index: str | None = None       # the index the releases were listed from; None when they were given
+    releases_from: Literal["index", "given"] = "index"
 
 
 class BisectRecord(_Frozen):
@@ -166,7 +171,7 @@ class BisectRecord(_Frozen):
     finished_at: str | None = None
     node: str | None = None
     inputs: Inputs
-    releases: list[str]            # between good and bad on the index, in search order (good side first)
+    releases: list[str]            # between good and bad (listed or given), in search order (good side first)
     legs: dict[str, str] = Field(default_factory=dict)  # version -> its leg, whether measured or not
     steps: list[Step]
     conclusion: Conclusion
@@ -263,36 +268,6 @@ def search(versions: Sequence[str], measure: Measure, *, rule: Rule | None = Non
              f"the release before it, {versions[lo]}, does not differ")
 
 
-# --- legs for releases ----------------------------------------------------------------------------
-
-_STACK_FIELDS = {"name", "label", "description", "vllm_version"}
-
-
-def derived_leg(template: LegSpec, version: str) -> LegSpec:
-    """`template` with only the vLLM release changed; named like the template (`cpu-0.29.0`)."""
-    if template.name.endswith(template.vllm_version):
-        name = template.name[: -len(template.vllm_version)] + version
-    else:
-        name = f"{template.name}-as-{version}"
-    derived = template.model_copy(update={
-        "name": name, "label": version, "vllm_version": version,
-        "description": f"{template.vllm_dist}=={version} on leg {template.name}'s stack (derived by bisect)"})
-    if name in legmod.known_legs():
-        known = legmod.load_leg(name)
-        if known.model_dump(exclude=_STACK_FIELDS) == derived.model_dump(exclude=_STACK_FIELDS):
-            return known  # the same stack already has a reviewed leg file: use its name and label
-        derived = derived.model_copy(update={"name": f"{name}+bisect"})
-    return derived
-
-
-def releases_between(good: LegSpec, bad: LegSpec, on_index: Sequence[Version]) -> list[str]:
-    """Index releases strictly between the two, ordered from the good side to the bad side."""
-    g, b = Version(good.vllm_version), Version(bad.vllm_version)
-    lo, hi = min(g, b), max(g, b)
-    between = sorted(v for v in on_index if lo < v < hi)
-    return [str(v) for v in (between if g < b else reversed(between))]
-
-
 # --- measuring with the sweep machinery -----------------------------------------------------------
 
 def _stack(env: LegEnv) -> dict[str, str]:
@@ -327,7 +302,9 @@ class SweepMeasure:
             pins = tuple(spec.model_pins.get(self.model, [])) + self.arm_pins
             try:
                 envs[v] = legmod.resolve(spec, pins, offline=self.offline)
-            except LegEnvError as e:
+            except UserError as e:
+                # LegEnvError, or a prebuilt leg whose folder does not (yet) hold its release: either way
+                # this release cannot be measured here, which is a skip, not the end of the bisect.
                 out[v] = Measurement(leg=spec.name, skip_reason=str(e))
         with waiting_node_lock(self.lock_wait_s, say=_say):
             for v, env in list(envs.items()):
@@ -414,6 +391,7 @@ class BisectArgs:
     timeout_s: float | None = None
     results: Path = RESULTS_DIR
     index: str | None = None
+    versions: tuple[str, ...] | None = None  # the releases between, given: the index is not consulted
     include_pre: bool = False
     offline: bool = False
     resume: bool = False
@@ -435,6 +413,9 @@ class BisectArgs:
         p.add_argument("--timeout", dest="timeout_s", type=float, help="per-run timeout in seconds")
         p.add_argument("--results", type=Path, default=RESULTS_DIR, help="where the record and runs go")
         p.add_argument("--index-url", dest="index", help="package index to list releases from")
+        p.add_argument("--versions", nargs="+", metavar="V",
+                       help="the releases between good and bad to search, instead of listing them from the "
+                            "index (e.g. on an offline machine); each strictly between the two legs' releases")
         p.add_argument("--pre", dest="include_pre", action="store_true", help="include pre-releases")
         p.add_argument("--offline", action="store_true", help="resolve legs from uv's cache only")
         p.add_argument("--resume", action="store_true", help="reuse finished runs with identical fingerprints")
@@ -451,7 +432,10 @@ class BisectArgs:
             raise UserError("--threshold should be in [0, 1)")
         if a.timeout_s is not None and a.timeout_s <= 0:
             raise UserError("--timeout should be positive")
-        return cls(**{k: getattr(a, k) for k in cls.__dataclass_fields__})
+        if a.versions is not None and (a.index or a.include_pre):
+            raise UserError("--versions names the releases itself: --index-url and --pre would not be used")
+        got = {k: getattr(a, k) for k in cls.__dataclass_fields__}
+        return cls(**got | {"versions": None if a.versions is None else tuple(a.versions)})
 
 
 def _pick(names: list[str], wanted: str | None, what: str, where: Path) -> str:
@@ -486,39 +470,42 @@ def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectR
     wl = next(w for w in sc.workloads if w.name == wl_name)
     metric, higher = ("throughput_tok_s", True) if wl.kind == "throughput" else ("ms_per_token", False)
     rule = Rule(threshold=args.threshold)
-    index = (args.index or index_url()).rstrip("/")
-    between = releases_between(good, bad, index_versions(good.vllm_dist, index=index,
-                                                          include_pre=args.include_pre))
-    legs = {good.vllm_version: good, bad.vllm_version: bad} | {v: derived_leg(good, v) for v in between}
-    notes = []
-    differ = sorted(k for k, v in good.model_dump(exclude=_STACK_FIELDS).items()
-                    if bad.model_dump(exclude=_STACK_FIELDS)[k] != v)
-    if differ:
-        notes.append(f"the good and bad legs differ in more than the vLLM release ({', '.join(differ)}); "
-                     f"the releases between are measured on the good leg's stack")
+    if args.versions is not None:
+        between, index = given_between(good, bad, args.versions), None
+    else:
+        index = (args.index or index_url()).rstrip("/")
+        between = releases_between(good, bad, index_versions(good.vllm_dist, index=index,
+                                                              include_pre=args.include_pre))
+    found = release_legs(good, bad, between)
     order = [good.vllm_version, *between, bad.vllm_version]
-    console.print(f"bisect {good.name} -> {bad.name}: {len(between)} release(s) between on {index}: "
-                  f"{', '.join(between) or '(none)'}")
+    inputs = Inputs(scenario=sc.name, good=good.name, bad=bad.name, good_version=good.vllm_version,
+                    bad_version=bad.vllm_version, vllm_dist=good.vllm_dist, model=model, workload=wl_name, arm=arm,
+                    metric=metric, higher_is_better=higher, repeats=args.repeats, rule=rule, rule_text=rule.text,
+                    index=index, releases_from="given" if args.versions is not None else "index")
+    console.print(f"bisect {good.name} -> {bad.name}: {len(between)} release(s) between "
+                  f"{'on ' + index if index else 'given'}: {', '.join(between) or '(none)'}")
     name = slug(sc, good.name, bad.name, model, wl_name, arm)
     if args.dry_run:
         for v in order:
+            leg = found.legs.get(v)
             try:
-                env = legmod.resolve(legs[v], offline=args.offline)
-                console.print(f"  {v:>10}  leg {legs[v].name:<18} env {env.name}  {_stack(env)}")
-            except LegEnvError as e:
-                console.print(f"  {v:>10}  leg {legs[v].name:<18} would be skipped: {e}")
-        return _record(args, sc, good, bad, model, wl_name, arm, metric, higher, rule, index, between, legs, [],
+                if leg is None:
+                    raise UserError(found.missing[v][1])
+                env = legmod.resolve(leg, offline=args.offline)
+                console.print(f"  {v:>10}  leg {leg.name:<18} env {env.name}  {_stack(env)}")
+            except UserError as e:
+                console.print(f"  {v:>10}  leg {found.names([v])[v]:<18} would be skipped: {e}")
+        return _record(inputs, between, found.names(order), [],
                        Conclusion(kind="no_change", text="dry run: nothing measured"), record.now()), None
     started = record.now()
     measure = measure or SweepMeasure(
-        scenario=args.scenario, legs=legs, good=good.name, model=model, workload=wl_name, arm=arm, metric=metric,
-        repeats=args.repeats, results=args.results, study=name, timeout_s=args.timeout_s, offline=args.offline,
-        resume=args.resume, allow_dirty=args.allow_dirty, lock_wait_s=args.lock_wait_s)
-    steps, conclusion = search(order, measure, rule=rule, higher_is_better=higher)
-    if notes:
-        conclusion = conclusion.model_copy(update={"notes": [*conclusion.notes, *notes]})
-    rec = _record(args, sc, good, bad, model, wl_name, arm, metric, higher, rule, index, between, legs, steps,
-                  conclusion, started)
+        scenario=args.scenario, legs=found.legs, good=good.name, model=model, workload=wl_name, arm=arm,
+        metric=metric, repeats=args.repeats, results=args.results, study=name, timeout_s=args.timeout_s,
+        offline=args.offline, resume=args.resume, allow_dirty=args.allow_dirty, lock_wait_s=args.lock_wait_s)
+    steps, conclusion = search(order, _skipping(measure, found), rule=rule, higher_is_better=higher)
+    if found.notes:
+        conclusion = conclusion.model_copy(update={"notes": [*conclusion.notes, *found.notes]})
+    rec = _record(inputs, between, found.names(order), steps, conclusion, started)
     path = paths.unclobbered(paths.inside(args.results, f"{name}.json"), rec.inputs.model_dump(mode="json"),
                              _inputs_of)
     runs = paths.inside(args.results, name)
@@ -526,6 +513,17 @@ def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectR
         rec = rec.model_copy(update={"runs_dir": name})
     write_record(rec, path)
     return rec, path
+
+
+def _skipping(measure: Measure, found: ReleaseLegs) -> Measure:
+    """`measure` for the releases that have a leg; one without is skipped with the reason it has none,
+    and never reaches `measure`."""
+    def measure_with_legs(versions: Sequence[str]) -> list[Measurement]:
+        todo = [v for v in versions if v in found.legs]
+        got = dict(zip(todo, measure(todo))) if todo else {}
+        return [got[v] if v in got else Measurement(leg=found.missing[v][0], skip_reason=found.missing[v][1])
+                for v in versions]
+    return measure_with_legs
 
 
 def _inputs_of(path: Path) -> dict | None:
@@ -536,16 +534,10 @@ def _inputs_of(path: Path) -> dict | None:
         return None
 
 
-def _record(args: BisectArgs, sc: Scenario, good: LegSpec, bad: LegSpec, model: str, workload: str, arm: str,
-            metric: str, higher: bool, rule: Rule, index: str, between: list[str], legs: dict[str, LegSpec],
-            steps: list[Step], conclusion: Conclusion, started: str) -> BisectRecord:
-    inputs = Inputs(scenario=sc.name, good=good.name, bad=bad.name, good_version=good.vllm_version,
-                    bad_version=bad.vllm_version, vllm_dist=good.vllm_dist, model=model, workload=workload, arm=arm,
-                    metric=metric, higher_is_better=higher, repeats=args.repeats, rule=rule, rule_text=rule.text,
-                    index=index)
+def _record(inputs: Inputs, between: list[str], legs: dict[str, str], steps: list[Step], conclusion: Conclusion,
+            started: str) -> BisectRecord:
     return BisectRecord(created_at=started, finished_at=record.now(), node=os.uname().nodename, inputs=inputs,
-                        releases=between, legs={v: s.name for v, s in legs.items()}, steps=steps,
-                        conclusion=conclusion)
+                        releases=between, legs=legs, steps=steps, conclusion=conclusion)
 
 
 # --- the record -----------------------------------------------------------------------------------
@@ -568,14 +560,17 @@ def bisect_section_md(rec: BisectRecord) -> str:
     """The record as a report section: inputs, the rule, one row per measured step, the conclusion."""
     i = rec.inputs
     unit = "tok/s" if i.higher_is_better else "ms/tok"
+    source = "given (`--versions`; no index was consulted)" if i.releases_from == "given" else "on the index"
+    legs = ", ".join(f"{v} `{leg}`" for v, leg in rec.legs.items() if v not in (i.good_version, i.bad_version))
     lines = [
         f"### Bisect: {i.scenario} / {i.model} / {i.workload}, {i.good} → {i.bad}",
         "",
         f"Metric `{i.metric}` ({'higher' if i.higher_is_better else 'lower'} is better), {i.repeats} repeats per "
-        f"release, arm `{i.arm}`. Releases of `{i.vllm_dist}` between {i.good_version} and {i.bad_version} on the "
-        f"index: {', '.join(rec.releases) or 'none'}. Intermediate legs are the good leg's stack with only the "
-        f"vLLM release changed; each resolves its own dependencies. Every release is compared with the good "
-        f"leg's samples, measured at the start beside the bad leg's.",
+        f"release, arm `{i.arm}`. Releases of `{i.vllm_dist}` between {i.good_version} and {i.bad_version}, "
+        f"{source}: {', '.join(rec.releases) or 'none'}." + (f" Their legs: {legs}." if legs else "") +
+        " A release is measured on its own reviewed leg file where one exists, otherwise on the good leg's stack "
+        "with only the vLLM release changed (a prebuilt leg's release cannot be, and is skipped). Every release is "
+        "compared with the good leg's samples, measured at the start beside the bad leg's.",
         "",
         f"Rule: {i.rule_text}.",
         "",
