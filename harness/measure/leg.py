@@ -241,7 +241,10 @@ def _resolve_prebuilt(leg: LegSpec, pins: tuple[str, ...]) -> LegEnv:
     lock = proc.stdout
     want = f"{leg.vllm_dist}=={leg.vllm_version}"
     if want not in lock.splitlines():
-        raise UserError(f"{leg_path(leg.name)}: prebuilt python {probe.python} does not have {want}")
+        # A leg env that cannot be had here, like one that does not resolve: a dry run lists it, a
+        # bisect skips the release, instead of either stopping.
+        raise LegEnvError(leg.name, "check prebuilt python", 1,
+                          f"prebuilt python {probe.python} does not have {want}", path=leg_path(leg.name))
     cid = compat_id(leg.python, lock)
     return LegEnv(leg=leg, pins=(), lock=lock, compat_id=cid, root=paths.legs_dir() / f"{leg.name}-{cid}")
 
