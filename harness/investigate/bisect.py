@@ -4,8 +4,9 @@ The study measured Qwen3-VL-235B-FP8 image throughput at 0.70x between vLLM 0.18
 not say which release did it. `bisect` takes every release between the two, from the package index or
 as given (`--versions`, for a machine that cannot reach an index), finds each one's leg
 (`harness.investigate.bisect_legs`: the release's own reviewed leg file, or the good leg's spec with
-only `vllm_version` changed), measures them with the sweep machinery (`plan` for the run specs,
-`execute` through the local executor, under the node lock) and searches like `git bisect`:
+only `vllm_version` changed), measures them with the sweep machinery
+(`harness.investigate.bisect_measure`: `plan` for the run specs, `execute` through the local
+executor, under the node lock) and searches like `git bisect`:
 
 - the good and the bad leg are measured first, repeat by repeat in turn; if they do not differ by
   the rule there is nothing to search ("endpoints do not differ");
@@ -31,51 +32,34 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import yaml
 from packaging.version import Version
-from pydantic import BaseModel, ConfigDict, Field
-from rich.console import Console
+from pydantic import Field
 
 from harness import __version__
-
-from harness.measure import leg as legmod
-
-from harness.core import paths
-
-from harness.schema import record
-
 from harness.analyze import stats
-from harness.core.errors import LegEnvError, UserError
+from harness.core import paths
+from harness.core.errors import UserError
 from harness.core.logs import scrub
 from harness.investigate.bisect_legs import ReleaseLegs, given_between, release_legs, releases_between
-from harness.measure.index import index_url, index_versions, lock_versions
-from harness.measure.leg import LegEnv, LegSpec
-from harness.measure.lock import waiting_node_lock, while_busy
-from harness.schema.record import RunRecord
+# Measurement, Measure and SweepMeasure live beside the search; importable from here as before.
+from harness.investigate.bisect_measure import Measure, Measurement, SweepMeasure, console, stack_of
+from harness.measure import leg as legmod
+from harness.measure.index import index_url, index_versions
 from harness.measure.scenario import Scenario, load_scenario, scenario_path
-from harness.measure.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
+from harness.schema import record
+from harness.schema.base import Frozen
 
 SCHEMA_VERSION = 2
 RESULTS_DIR = paths.RESULTS / "bisect"
 
-console = Console(stderr=True)
 
-
-def _say(text: str) -> None:
-    console.print(f"[yellow]{text}")
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Rule(_Frozen):
+class Rule(Frozen):
     threshold: float = Field(0.03, ge=0, description="smallest |ratio - 1| that counts as a change")
     confidence: float = Field(0.95, gt=0, lt=1)
     min_ok: int = Field(2, ge=2, description="fewer ok repeats than this and the release is skipped")
@@ -93,26 +77,10 @@ class Rule(_Frozen):
         return (r.low > 1 or r.high < 1) and abs(r.value - 1) > self.threshold
 
 
-@dataclass(frozen=True, kw_only=True)
-class Measurement:
-    """What measuring one release gave: the metric of every ok repeat, or why there is none."""
-
-    samples: tuple[float, ...] = ()
-    run_ids: tuple[str, ...] = ()
-    failures: tuple[str, ...] = ()     # one line per repeat that did not finish ok
-    skip_reason: str | None = None     # the release could not be measured at all
-    leg: str = ""
-    compat_id: str | None = None
-    stack: dict[str, str] = field(default_factory=dict)
-
-
-# Measures releases (by version) and returns one Measurement each, in the same order.
-Measure = Callable[[Sequence[str]], list[Measurement]]
-
 Role = Literal["good", "bad", "step"]
 
 
-class Step(_Frozen):
+class Step(Frozen):
     index: int                     # order of measurement
     role: Role
     version: str
@@ -135,7 +103,7 @@ class Step(_Frozen):
 ConclusionKind = Literal["first_differing", "no_change", "ambiguous", "endpoint_failed"]
 
 
-class Conclusion(_Frozen):
+class Conclusion(Frozen):
     kind: ConclusionKind
     text: str
     first_differing: str | None = None
@@ -144,7 +112,7 @@ class Conclusion(_Frozen):
     notes: list[str] = Field(default_factory=list)
 
 
-class Inputs(_Frozen):
+class Inputs(Frozen):
     scenario: str
     good: str
     bad: str
@@ -163,7 +131,7 @@ class Inputs(_Frozen):
     releases_from: Literal["index", "given"] = "index"
 
 
-class BisectRecord(_Frozen):
+class BisectRecord(Frozen):
     schema_version: int = SCHEMA_VERSION
     kind: Literal["bisect"] = "bisect"
     harness_version: str = __version__
@@ -266,114 +234,6 @@ def search(versions: Sequence[str], measure: Measure, *, rule: Rule | None = Non
         kind="first_differing", first_differing=versions[hi], last_same=versions[lo], notes=notes,
         text=f"first differing release: {_fmt(first)} vs the good leg ({first.verdict}); "
              f"the release before it, {versions[lo]}, does not differ")
-
-
-# --- measuring with the sweep machinery -----------------------------------------------------------
-
-def _stack(env: LegEnv) -> dict[str, str]:
-    got = lock_versions(env.lock)
-    return {k: got[k] for k in (env.leg.vllm_dist, "torch", "transformers") if k in got}
-
-
-class SweepMeasure:
-    """Measures releases through `harness.measure.sweep`: `plan` makes the good leg's run specs (model source,
-    workload, arm, timeout), each release's runs are those specs on the release's leg env, and
-    `execute_plan` measures them (node lock, guards, one run at a time, repeats outermost).
-
-    Envs are resolved and built first, under the node lock like a sweep's, so that a release that
-    cannot be installed (or carries a foreign vLLM plugin) is skipped instead of ending the bisect."""
-
-    def __init__(self, *, scenario: str, legs: dict[str, LegSpec], good: str, model: str, workload: str,
-                 arm: str, metric: str, repeats: int, results: Path, study: str, timeout_s: float | None,
-                 offline: bool, resume: bool, allow_dirty: bool, lock_wait_s: float):
-        self.legs, self.metric, self.offline = legs, metric, offline
-        self.resume, self.allow_dirty, self.lock_wait_s = resume, allow_dirty, lock_wait_s
-        self.model, self.scenario = model, scenario
-        self.args = SweepArgs(scenario=scenario, results=results, study=study, legs=(good,), models=(model,),
-                              workloads=(workload,), arms=(arm,), repeats=repeats, timeout_s=timeout_s,
-                              offline=offline, resume=resume, allow_dirty=allow_dirty)
-        self.sc, self.study_dir, self.templates = plan(self.args)
-        self.arm_pins = tuple(self.templates[0].spec.arm.pins)
-
-    def _envs(self, versions: Sequence[str], out: dict[str, Measurement]) -> dict[str, LegEnv]:
-        envs: dict[str, LegEnv] = {}
-        for v in versions:
-            spec = self.legs[v]
-            pins = tuple(spec.model_pins.get(self.model, [])) + self.arm_pins
-            try:
-                envs[v] = legmod.resolve(spec, pins, offline=self.offline)
-            except UserError as e:
-                # LegEnvError, or a prebuilt leg whose folder does not (yet) hold its release: either way
-                # this release cannot be measured here, which is a skip, not the end of the bisect.
-                out[v] = Measurement(leg=spec.name, skip_reason=str(e))
-        with waiting_node_lock(self.lock_wait_s, say=_say):
-            for v, env in list(envs.items()):
-                try:
-                    rep = legmod.ensure(env)
-                    found = [f"{x['dist']} registers {x['group']}:{x['name']}" for x in legmod.foreign_plugins(env)]
-                except LegEnvError as e:
-                    out[v] = Measurement(leg=env.leg.name, compat_id=env.compat_id, skip_reason=str(e))
-                    del envs[v]
-                    continue
-                console.print(f"leg env {env.name}: {'reused' if rep.reused else 'built'} in {rep.seconds:.1f} s")
-                if found and not self.allow_dirty:
-                    out[v] = Measurement(leg=env.leg.name, compat_id=env.compat_id,
-                                         skip_reason=f"foreign vLLM plugins in {env.name}: {'; '.join(found)}")
-                    del envs[v]
-        return envs
-
-    def __call__(self, versions: Sequence[str]) -> list[Measurement]:
-        out: dict[str, Measurement] = {}
-        envs = self._envs(versions, out)
-        planned: list[PlannedRun] = []
-        for t in self.templates:
-            for v in versions:
-                if v in envs:
-                    spec = replace(t.spec, leg_env=envs[v])
-                    p = PlannedRun(index=len(planned) + 1, spec=spec, run_dir=paths.inside(self.study_dir / "runs", *spec.run_id.split("/")))
-                    if self.resume:
-                        p.reuse = reusable(p, retry_failed=False)
-                    planned.append(p)
-        records: list[RunRecord] = []
-        if planned:
-            # Derived legs have no leg file: list them in study.yaml first, so the sweep's own
-            # study metadata finds them there instead of looking for their files.
-            self._write_study_meta([envs[v].leg for v in versions if v in envs])
-            args = replace(self.args, legs=tuple(envs[v].leg.name for v in versions if v in envs))
-            records = self._execute(args, planned)
-        for v, env in envs.items():
-            mine = [r for r in records if r.compat_id == env.compat_id and r.leg == env.leg.name]
-            ok = [r for r in mine if r.status == "ok" and getattr(r.metrics, self.metric) is not None]
-            out[v] = Measurement(
-                samples=tuple(float(getattr(r.metrics, self.metric)) for r in ok),
-                run_ids=tuple(r.run_id for r in mine), leg=env.leg.name, compat_id=env.compat_id,
-                failures=tuple(f"r{r.repeat}: {r.status}: {r.failure.reason if r.failure else 'no metric'}"
-                               for r in mine if r not in ok),
-                stack=_stack(env))
-        return [out[v] for v in versions]
-
-    def _execute(self, args: SweepArgs, planned: list[PlannedRun]) -> list[RunRecord]:
-        # Another sweep may take the node lock after the envs were built: wait, never measure beside it.
-        return while_busy(lambda: execute_plan(args, self.sc, self.study_dir, planned).records,
-                          wait_s=self.lock_wait_s, say=_say)
-
-    def _write_study_meta(self, legs: list[LegSpec]) -> None:
-        path = self.study_dir / "study.yaml"
-        meta = yaml.safe_load(path.read_text()) if path.exists() else {}
-        meta.setdefault("name", self.study_dir.name)
-        meta.setdefault("title", f"bisect runs of scenario {self.sc.name}")
-        meta.setdefault("provenance", "measured")
-        meta.setdefault("main_series", self.sc.series_tag)
-        order = meta.setdefault("legs", [])
-        for spec in legs:
-            if spec.name not in [x["name"] for x in order]:
-                order.append({"name": spec.name, "label": spec.label})
-        order.sort(key=lambda x: Version(next((s.vllm_version for s in self.legs.values() if s.name == x["name"]),
-                                              "0")))
-        self.study_dir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".yaml.tmp")
-        tmp.write_text(yaml.safe_dump(meta, sort_keys=False))
-        os.replace(tmp, path)
 
 
 # --- the verb -------------------------------------------------------------------------------------
@@ -492,7 +352,7 @@ def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectR
                 if leg is None:
                     raise UserError(found.missing[v][1])
                 env = legmod.resolve(leg, offline=args.offline)
-                console.print(f"  {v:>10}  leg {leg.name:<18} env {env.name}  {_stack(env)}")
+                console.print(f"  {v:>10}  leg {leg.name:<18} env {env.name}  {stack_of(env)}")
             except UserError as e:
                 console.print(f"  {v:>10}  leg {found.names([v])[v]:<18} would be skipped: {e}")
         return _record(inputs, between, found.names(order), [],
