@@ -145,3 +145,16 @@ def series_figures(st: Study) -> list[Png | Note]:
         else:
             out.append(show(figures.arm_bars(d.table, title=f"Series {name}: {d.model} {d.workload}")))
     return out
+
+
+def drift_figure(st: Study) -> Png | Note:
+    """Every timestamped repeat of every series, its speed against the time it started: whether the host
+    drifted or had slow episodes, and whether those struck the legs of one repeat together."""
+    from harness.investigate import drift
+    from harness.publish import figures
+
+    frame = drift.drift_frame(list(st.series.values()))
+    summary = drift.drift_summary(frame)
+    if summary.trend.too_few:
+        return Note("_Too few repeated runs with timestamps to show drift._")
+    return show(figures.drift_scatter(frame, summary))

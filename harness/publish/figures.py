@@ -10,12 +10,16 @@ in its footer, because a transcribed figure must never pass for a measurement.
 from __future__ import annotations
 
 import textwrap
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    from harness.investigate.drift import DriftSummary
 
 TRANSCRIBED_NOTE = "Transcribed from the published study, not measured by this harness."
 PASS, FAIL = "#4c9a5b", "#c44e52"
@@ -339,3 +343,100 @@ def serve_curve(curve: pd.DataFrame, *, model: str, device: str = "device",
     ax.legend(title="leg (ringed: Pareto points)", fontsize=8)
     _finish(fig, None, "Medians over repeats; each point is one load point (concurrency c).")
     return fig
+
+
+def drift_scatter(frame: pd.DataFrame, summary: DriftSummary, *,
+                  title: str = "Drift: each run's speed against the time it started") -> Figure:
+    """Each timestamped repeat's speed relative to its cell's median (above 1 faster) against its start
+    time, coloured by leg (marker by series when there are several); a line at 1.0, dotted lines at
+    ±band, the largest slow episode shaded. Long pauses between sittings split the time axis into
+    panels, so minutes stay readable across hours. The lines under the title give the trend (Spearman),
+    how closely the legs of one repeat moved together (Pearson, over pairs) and the largest episode.
+
+    `frame`: `harness.investigate.drift.drift_frame` columns — series, time, leg_label, speed, provenance;
+    `summary`: its `harness.investigate.drift.DriftSummary`.
+    """
+    import matplotlib.dates as mdates
+    from matplotlib.lines import Line2D
+
+    if frame.empty:
+        return _empty(title, "No repeated run recorded when it started: there is no drift to show.")
+    df = frame.assign(t=frame["time"].dt.tz_convert("UTC").dt.tz_localize(None))
+    panels = _sittings(df["t"])
+    spans = [max((b - a).total_seconds(), 60.0) for a, b in panels]
+    widths = [max(s, 0.15 * sum(spans)) for s in spans]
+    fig = Figure(figsize=(min(11.0, 6.5 + 1.2 * (len(panels) - 1)), 4.2))
+    axes = fig.subplots(1, len(panels), squeeze=False, sharey=True, gridspec_kw={"width_ratios": widths})[0]
+    legs = list(dict.fromkeys(df.sort_values("leg_order", kind="stable")["leg_label"] if "leg_order" in df.columns
+                              else df["leg_label"]))
+    colours = dict(zip(legs, sns.color_palette("deep", len(legs))))
+    series = list(dict.fromkeys(df["series"]))
+    markers = dict(zip(series, "osD^vP*X" * 2))
+    band = summary.band
+    ep = summary.episode
+    days = df["t"].dt.date.nunique() > 1
+    for ax, (a, b), span in zip(axes, panels, spans):
+        pad = pd.Timedelta(seconds=0.06 * span + 20)
+        d = df[(df["t"] >= a) & (df["t"] <= b)]
+        for (lg, s), g in d.groupby(["leg_label", "series"], sort=False):
+            ax.plot(g["t"], g["speed"], markers[s], color=colours[lg], ms=5, alpha=0.85, ls="none")
+        ax.axhline(1.0, color="#777777", lw=0.9)
+        for y in (1 - band, 1 + band):
+            ax.axhline(y, color="#999999", lw=0.8, ls=":")
+        if ep is not None:
+            lo, hi = ep.start.tz_convert("UTC").tz_localize(None), ep.end.tz_convert("UTC").tz_localize(None)
+            if hi >= a and lo <= b:
+                half = pd.Timedelta(seconds=0.02 * span + 10)
+                ax.axvspan(lo - half, hi + half, color=FAIL, alpha=0.12, lw=0)
+        ax.set_xlim(a - pad, b + pad)
+        ax.xaxis.set_major_locator(mdates.AutoDateLocator(minticks=2, maxticks=max(3, int(6 * span / max(spans)))))
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+        ax.tick_params(axis="both", labelsize=8)
+        ax.grid(alpha=0.3)
+        if days or len(panels) > 1:
+            ax.set_title(a.strftime("%Y-%m-%d") if days else f"from {a:%H:%M}", fontsize=8, color="#555555")
+    axes[0].set_ylabel("speed ÷ its cell's median (> 1: faster)", fontsize=9)
+    axes[0].set_xlabel("start time (UTC)", fontsize=9)
+    handles = [Line2D([], [], marker="o", color=colours[lg], ls="none", label=lg) for lg in legs]
+    if len(series) > 1:
+        handles += [Line2D([], [], marker=markers[s], color="#555555", ls="none", label=s) for s in series]
+    if ep is not None:
+        from matplotlib.patches import Patch
+
+        handles.append(Patch(color=FAIL, alpha=0.12, label=f"largest episode below {1 - band:.2f}"))
+    axes[-1].legend(handles=handles, title="leg" + (" / series" if len(series) > 1 else ""), fontsize=7,
+                    title_fontsize=7, loc="best")
+    # The statistics wrapped to the figure's width, so they are never clipped at its edges.
+    fig.suptitle(title + "\n" + textwrap.fill(_drift_line(summary), int(fig.get_figwidth() * 14)), fontsize=9)
+    _finish(fig, df["provenance"],
+            note=f"Speed: each run's figure ÷ the median of its cell's repeats (ms per token inverted); dotted: "
+                 f"±{band:.0%}. {len(df)} runs of cells with repeats; runs without a start time are not drawn.")
+    return fig
+
+
+def _sittings(times: pd.Series, *, gap: pd.Timedelta = pd.Timedelta(minutes=30),
+              most: int = 6) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+    """(first, last) time of each sitting: runs split at pauses longer than `gap`, at most `most` panels
+    (only the longest pauses split)."""
+    t = times.sort_values().reset_index(drop=True)
+    pauses = t.diff().iloc[1:]
+    cut = sorted(i for i in pauses[pauses > gap].sort_values(ascending=False).index[:most - 1])
+    edges = [0, *cut, len(t)]
+    return [(t.iloc[i], t.iloc[j - 1]) for i, j in zip(edges, edges[1:])]
+
+
+def _drift_line(summary: DriftSummary) -> str:
+    """The statistics the drift figure's title carries, or "too few" where they would say nothing."""
+    tr, co, ep = summary.trend, summary.comovement, summary.episode
+    if tr.rho is not None:
+        trend = f"speed vs time: Spearman ρ = {tr.rho:+.2f} (p = {tr.p:.2g}, n = {tr.n})"
+    else:
+        trend = f"speed vs time: {'too few runs' if tr.too_few else 'no variation'} (n = {tr.n})"
+    if co.r is not None:
+        legs = f"legs of one repeat together: r = {co.r:+.2f} over {co.n} pairs"
+    else:
+        legs = f"legs of one repeat together: {'too few pairs' if co.too_few else 'no variation'} ({co.n} pairs)"
+    worst = (f"no run below {1 - summary.band:.2f}" if ep is None else
+             f"largest episode: {ep.n} run{'s' if ep.n != 1 else ''} of {', '.join(ep.legs)}, "
+             f"down to {ep.min_speed:.2f}")
+    return "; ".join([trend, legs, worst])

@@ -25,7 +25,8 @@ from functools import wraps
 from harness.publish.card import card_body, card_header, card_text
 from harness.publish.claims import Claim, ClaimParams, Step, findings, steps
 from harness.publish.figure_cells import (
-    Note, Png, coverage_figure, dispersion_figure, ratio_caption_md, ratio_figure, series_figures, show, show_all,
+    Note, Png, coverage_figure, dispersion_figure, drift_figure, ratio_caption_md, ratio_figure, series_figures, show,
+    show_all,
 )
 from harness.publish.mdtable import align_tables
 from harness.publish.notes import notes_md
@@ -73,7 +74,7 @@ profile_md = _aligned(_profile.profile_md)
 __all__ = [
     "QMD", "Claim", "ClaimFailed", "ClaimParams", "Note", "Png", "RenderError", "RenderResult", "Step", "Study",
     "about_md", "answer_md", "citation_md", "links_md", "notes_md", "ratio_caption_md", "card_body", "card_header", "card_text", "claims_md", "coverage_figure", "coverage_md",
-    "crosscheck_section_md", "diagnostics_intro_md", "dispersion_figure", "failures_md", "findings", "headline_md",
+    "crosscheck_section_md", "diagnostics_intro_md", "dispersion_figure", "drift_figure", "failures_md", "findings", "headline_md",
     "intro_md", "latency_md", "profile_md", "limitations_md", "load_study", "ratio_figure", "render", "series_canons",
     "series_figures", "show", "show_all", "side_records_md", "sources_md", "stack_md", "steps", "supporting_md",
     "throughput_md", "title_md", "tristate",
