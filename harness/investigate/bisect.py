@@ -18,6 +18,11 @@ executor, under the node lock) and searches like `git bisect`:
   only skipped releases separate the last same release from the first differing one, the conclusion
   names all of them as suspects.
 
+The record is rewritten (atomically) after every measured step, as an "incomplete" one: the steps so
+far, the releases not measured, where the first change can still be, and no conclusion. A search that
+is stopped (a lease that ends, a measurement that raises) leaves that record; the same bisect with
+`--resume` reuses the runs it measured and replaces the record with the final one.
+
 Binary search assumes one step change. A measured release that differs in the opposite direction to
 the bad leg shows that assumption failed; the conclusion says so rather than hide it.
 
@@ -25,6 +30,11 @@ Record SCHEMA_VERSION history:
 # 1 - first format: inputs with the rule, one entry per measured step in order, conclusion.
 # 2 - inputs.releases_from: "index" (listed from inputs.index) or "given" (--versions; inputs.index is
 #     then null). A version-1 record was always listed from the index.
+# 3 - the record is written after every measured step, not only at the end: while the search runs (or
+#     after it was stopped) conclusion.kind is "incomplete", finished_at is null, conclusion.suspects the
+#     releases the first differing one can still be, conclusion.unmeasured the releases between not
+#     measured yet; the search's end replaces it with the final record. updated_at: the last write. A
+#     version-2 record was written once, at the end: its updated_at is its finished_at.
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -55,7 +65,7 @@ from harness.measure.scenario import Scenario, load_scenario, scenario_path
 from harness.schema import record
 from harness.schema.base import Frozen
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 RESULTS_DIR = paths.RESULTS / "bisect"
 
 
@@ -100,7 +110,8 @@ class Step(Frozen):
     run_ids: list[str] = Field(default_factory=list)
 
 
-ConclusionKind = Literal["first_differing", "no_change", "ambiguous", "endpoint_failed"]
+# "incomplete": the search has not ended (it is running, or was stopped); no release is concluded.
+ConclusionKind = Literal["first_differing", "no_change", "ambiguous", "endpoint_failed", "incomplete"]
 
 
 class Conclusion(Frozen):
@@ -108,7 +119,8 @@ class Conclusion(Frozen):
     text: str
     first_differing: str | None = None
     last_same: str | None = None
-    suspects: list[str] = Field(default_factory=list)  # ambiguous: any of these may be the first
+    suspects: list[str] = Field(default_factory=list)  # ambiguous, incomplete: any of these may be the first
+    unmeasured: list[str] = Field(default_factory=list)  # incomplete: releases between not measured yet
     notes: list[str] = Field(default_factory=list)
 
 
@@ -136,7 +148,8 @@ class BisectRecord(Frozen):
     kind: Literal["bisect"] = "bisect"
     harness_version: str = __version__
     created_at: str
-    finished_at: str | None = None
+    finished_at: str | None = None   # null while the search is incomplete
+    updated_at: str | None = None    # when the record was last written
     node: str | None = None
     inputs: Inputs
     releases: list[str]            # between good and bad (listed or given), in search order (good side first)
@@ -144,6 +157,11 @@ class BisectRecord(Frozen):
     steps: list[Step]
     conclusion: Conclusion
     runs_dir: str | None = None    # the run records, relative to the record file
+
+    @property
+    def complete(self) -> bool:
+        """The search ended; an incomplete record says what was measured, never which release changed."""
+        return self.conclusion.kind != "incomplete"
 
 
 # --- the search -----------------------------------------------------------------------------------
@@ -173,9 +191,46 @@ def _fmt(s: Step) -> str:
     return f"{s.version} at {s.ratio:.3f}x{ci}"
 
 
+def _notes(steps: list[Step]) -> list[str]:
+    bad = steps[1]
+    direction = np.sign((bad.ratio or 1) - 1)
+    return [f"{s.version} differs in the opposite direction to the bad leg ({s.ratio:.3f}x vs {bad.ratio:.3f}x): "
+            "the change is not one step, so the search result is one of several changes"
+            for s in steps if s.differs and np.sign((s.ratio or 1) - 1) != direction]
+
+
+def _measured(steps: list[Step], version: str) -> Step:
+    return next(s for s in reversed(steps) if s.version == version and not s.skipped)
+
+
+INCOMPLETE = "search incomplete, no conclusion: "
+
+
+def _so_far(versions: Sequence[str], steps: list[Step], lo: int, hi: int) -> Conclusion:
+    """What the steps so far show, said as no conclusion: the search between versions[lo] (same as
+    the good leg, or the good leg itself) and versions[hi] (differs) has not ended."""
+    seen = {s.version for s in steps}
+    unmeasured = [v for v in versions[1:-1] if v not in seen]
+    suspects = list(versions[lo + 1:hi + 1])
+    said = "; ".join(("" if s.role == "step" else f"{s.role} ") + (f"{s.version} skipped" if s.skipped else
+                     _fmt(s) + (", differs" if s.differs else ", same" if s.differs is False else ""))
+                     for s in steps)
+    lower = f"{versions[lo]} does not differ" if lo else f"{versions[lo]} is the good leg"
+    return Conclusion(
+        kind="incomplete", suspects=suspects, unmeasured=unmeasured, notes=_notes(steps),
+        text=f"{INCOMPLETE}{len(steps)} step(s) measured so far ({said}); releases not "
+             f"measured: {', '.join(unmeasured) or 'none'}; so far the first differing release is one of "
+             f"{', '.join(suspects)} ({lower}, {_fmt(_measured(steps, versions[hi]))} does)")
+
+
+# Told the steps so far and an "incomplete" conclusion before each further measurement.
+Progress = Callable[[list[Step], Conclusion], None]
+
+
 def search(versions: Sequence[str], measure: Measure, *, rule: Rule | None = None,
-           higher_is_better: bool = True) -> tuple[list[Step], Conclusion]:
-    """Bisect `versions` (good first, bad last, the releases between in order) with `measure`."""
+           higher_is_better: bool = True, progress: Progress | None = None) -> tuple[list[Step], Conclusion]:
+    """Bisect `versions` (good first, bad last, the releases between in order) with `measure`;
+    `progress` hears what is known whenever the search goes on to measure another release."""
     rule = rule or Rule()
     if len(versions) < 2:
         raise ValueError("need at least the good and the bad version")
@@ -202,6 +257,8 @@ def search(versions: Sequence[str], measure: Measure, *, rule: Rule | None = Non
         inner = [i for i in range(lo + 1, hi) if i not in skipped]
         if not inner:
             break
+        if progress is not None:
+            progress(list(steps), _so_far(versions, steps, lo, hi))
         centre = (lo + hi) / 2
         mid = min(inner, key=lambda i: (abs(i - centre), i))
         s = _step(len(steps) + 1, "step", versions[mid], measure([versions[mid]])[0], m_good, rule=rule,
@@ -215,15 +272,9 @@ def search(versions: Sequence[str], measure: Measure, *, rule: Rule | None = Non
             hi = mid
         else:
             lo = mid
-    notes = []
-    direction = np.sign((bad.ratio or 1) - 1)
-    for s in steps:
-        if s.differs and np.sign((s.ratio or 1) - 1) != direction:
-            notes.append(f"{s.version} differs in the opposite direction to the bad leg ({s.ratio:.3f}x vs "
-                         f"{bad.ratio:.3f}x): the change is not one step, so the search result is one of "
-                         "several changes")
+    notes = _notes(steps)
     gap = [versions[i] for i in range(lo + 1, hi)]
-    first = next(s for s in reversed(steps) if s.version == versions[hi] and not s.skipped)
+    first = _measured(steps, versions[hi])
     if gap:
         suspects = [*gap, versions[hi]]
         return steps, Conclusion(
@@ -362,17 +413,32 @@ def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectR
         scenario=args.scenario, legs=found.legs, good=good.name, model=model, workload=wl_name, arm=arm,
         metric=metric, repeats=args.repeats, results=args.results, study=name, timeout_s=args.timeout_s,
         offline=args.offline, resume=args.resume, allow_dirty=args.allow_dirty, lock_wait_s=args.lock_wait_s)
-    steps, conclusion = search(order, _skipping(measure, found), rule=rule, higher_is_better=higher)
-    if found.notes:
-        conclusion = conclusion.model_copy(update={"notes": [*conclusion.notes, *found.notes]})
-    rec = _record(inputs, between, found.names(order), steps, conclusion, started)
-    path = paths.unclobbered(paths.inside(args.results, f"{name}.json"), rec.inputs.model_dump(mode="json"),
+    # Chosen before measuring: the record is rewritten there after every step. A record of the same
+    # inputs (an earlier or a stopped run of this bisect) is replaced; one of other inputs is kept.
+    path = paths.unclobbered(paths.inside(args.results, f"{name}.json"), inputs.model_dump(mode="json"),
                              _inputs_of)
     runs = paths.inside(args.results, name)
-    if runs.exists():
-        rec = rec.model_copy(update={"runs_dir": name})
-    write_record(rec, path)
-    return rec, path
+
+    def write(steps: list[Step], conclusion: Conclusion) -> BisectRecord:
+        if found.notes:
+            conclusion = conclusion.model_copy(update={"notes": [*conclusion.notes, *found.notes]})
+        rec = _record(inputs, between, found.names(order), steps, conclusion, started)
+        if runs.exists():
+            rec = rec.model_copy(update={"runs_dir": name})
+        write_record(rec, path)
+        return rec
+
+    written: list[BisectRecord] = []
+    try:
+        steps, conclusion = search(order, _skipping(measure, found), rule=rule, higher_is_better=higher,
+                                   progress=lambda steps, so_far: written.append(write(steps, so_far)))
+    except BaseException:
+        # The lease ended, the run was killed or a measurement raised: what was learned stays on disk.
+        if written:
+            console.print(f"[yellow]bisect stopped, search incomplete: {path} holds the {len(written[-1].steps)} "
+                          "step(s) measured so far; the same bisect with --resume reuses their runs")
+        raise
+    return write(steps, conclusion), path
 
 
 def _skipping(measure: Measure, found: ReleaseLegs) -> Measure:
@@ -396,8 +462,10 @@ def _inputs_of(path: Path) -> dict | None:
 
 def _record(inputs: Inputs, between: list[str], legs: dict[str, str], steps: list[Step], conclusion: Conclusion,
             started: str) -> BisectRecord:
-    return BisectRecord(created_at=started, finished_at=record.now(), node=os.uname().nodename, inputs=inputs,
-                        releases=between, legs=legs, steps=steps, conclusion=conclusion)
+    now = record.now()
+    return BisectRecord(created_at=started, finished_at=None if conclusion.kind == "incomplete" else now,
+                        updated_at=now, node=os.uname().nodename, inputs=inputs, releases=between, legs=legs,
+                        steps=steps, conclusion=conclusion)
 
 
 # --- the record -----------------------------------------------------------------------------------
@@ -407,23 +475,43 @@ def write_record(rec: BisectRecord, path: Path) -> Path:
     return path
 
 
+def _update_to_2(old: dict, path: Path) -> dict:
+    """Version 1 -> 2: a version-1 record's releases were listed from the index."""
+    inputs = old.get("inputs")
+    return old | {"schema_version": 2,
+                  "inputs": ({"releases_from": "index"} | inputs) if isinstance(inputs, dict) else inputs}
+
+
+def _update_to_3(old: dict, path: Path) -> dict:
+    """Version 2 -> 3: a version-2 record was written once, when its search ended."""
+    return old | {"schema_version": 3, "updated_at": old.get("finished_at")}
+
+
+MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3}
+
+
 def read_record(path: Path) -> BisectRecord:
-    return record.read_typed(path, "bisect", BisectRecord, SCHEMA_VERSION)
+    """One bisect record, of this or an older version (migrated), complete or not (`.complete`)."""
+    return record.read_typed(path, "bisect", BisectRecord, SCHEMA_VERSION,  # type: ignore[return-value]
+                             migrations=MIGRATIONS)
 
 
 def read_records(root: Path = RESULTS_DIR) -> list[BisectRecord]:
-    """Every bisect record directly under `root`, oldest first (for the report and the notebooks)."""
-    return record.read_typed_dir(root, "bisect", BisectRecord, SCHEMA_VERSION)  # type: ignore[return-value]
+    """Every bisect record directly under `root`, oldest first (for the report and the notebooks); an
+    incomplete one among them (`.complete` false) concludes nothing."""
+    return sorted((read_record(p) for p in sorted(Path(root).glob("*.json"))), key=lambda rec: rec.created_at)
 
 
 def bisect_section_md(rec: BisectRecord) -> str:
-    """The record as a report section: inputs, the rule, one row per measured step, the conclusion."""
+    """The record as a report section: inputs, the rule, one row per measured step, the conclusion;
+    for an incomplete record what was measured so far and what was not, said as no conclusion."""
     i = rec.inputs
     unit = "tok/s" if i.higher_is_better else "ms/tok"
     source = "given (`--versions`; no index was consulted)" if i.releases_from == "given" else "on the index"
     legs = ", ".join(f"{v} `{leg}`" for v, leg in rec.legs.items() if v not in (i.good_version, i.bad_version))
     lines = [
-        f"### Bisect: {i.scenario} / {i.model} / {i.workload}, {i.good} → {i.bad}",
+        f"### Bisect: {i.scenario} / {i.model} / {i.workload}, {i.good} → {i.bad}"
+        + ("" if rec.complete else " (search incomplete)"),
         "",
         f"Metric `{i.metric}` ({'higher' if i.higher_is_better else 'lower'} is better), {i.repeats} repeats per "
         f"release, arm `{i.arm}`. Releases of `{i.vllm_dist}` between {i.good_version} and {i.bad_version}, "
@@ -446,13 +534,19 @@ def bisect_section_md(rec: BisectRecord) -> str:
         runs = f"{len(s.samples)}/{len(s.samples) + len(s.failures)}"
         lines.append(f"| {s.index} | {s.version} | {s.leg} | {s.role} | {runs} | {med} | {ratio} | "
                      f"{verdict.replace('|', '/')[:160]} | {differs} |")
-    lines += ["", f"**Conclusion:** {rec.conclusion.text}."]
+    if rec.complete:
+        lines += ["", f"**Conclusion:** {rec.conclusion.text}."]
+    else:
+        lines += ["", f"**Search incomplete, no conclusion:** {rec.conclusion.text.removeprefix(INCOMPLETE)}."]
     for n in rec.conclusion.notes:
         lines += ["", f"Note: {n}."]
     stacks = {s.version: s.stack for s in rec.steps if s.stack}
     if stacks:
         lines += ["", "Resolved stacks: " + "; ".join(
             f"{v}: " + ", ".join(f"{k} {x}" for k, x in st.items()) for v, st in stacks.items()) + "."]
-    lines += ["", f"Measured {rec.created_at} – {rec.finished_at} on {rec.node or 'unknown node'}"
-                  + (f"; run records under `{rec.runs_dir}/`" if rec.runs_dir else "") + "."]
+    node = rec.node or "unknown node"
+    when = (f"Measured {rec.created_at} – {rec.finished_at} on {node}" if rec.complete else
+            f"Measuring began {rec.created_at} on {node}, last recorded {rec.updated_at}; the search did not end "
+            "(the same bisect with `--resume` reuses these runs and finishes it)")
+    lines += ["", when + (f"; run records under `{rec.runs_dir}/`" if rec.runs_dir else "") + "."]
     return "\n".join(lines) + "\n"

@@ -109,7 +109,8 @@ class SweepMeasure:
             for v in versions:
                 if v in envs:
                     spec = replace(t.spec, leg_env=envs[v])
-                    p = PlannedRun(index=len(planned) + 1, spec=spec, run_dir=paths.inside(self.study_dir / "runs", *spec.run_id.split("/")))
+                    p = PlannedRun(index=len(planned) + 1, spec=spec,
+                                   run_dir=paths.inside(self.study_dir / "runs", *spec.run_id.split("/")))
                     if self.resume:
                         p.reuse = reusable(p, retry_failed=False)
                     planned.append(p)
