@@ -164,7 +164,7 @@ def test_quarto_renders_html_and_gfm_into_the_report_folder(quarto_render):
     assert md.startswith(f"# {title}\n") and "# Benchmark report" not in md
     # One self-contained page; the figures beside REPORT.md under the fallback's names.
     assert "index_files/" not in html and re.findall(r'<img src="(?!data:)', html) == []
-    assert sorted(p.name for p in (out / "figures").iterdir()) == ["fig-coverage.png", "fig-dispersion.png"]
+    assert sorted(p.name for p in (out / "figures").iterdir()) == ["fig-coverage.png", "fig-dispersion.png", "fig-drift.png"]
     assert "figure-commonmark" not in md and not (out / "index_files").exists()
     assert (out / "README.md").read_text(encoding="utf-8").endswith(md)          # the card is the report
 
@@ -184,11 +184,12 @@ def test_quarto_and_the_fallback_agree(quarto_render, kernel_render):
     for q, k in zip(q_html.tables, k_html.tables):
         assert q == k
     # Same figures, same numbers; the text-only ratio cell is no figure in either.
-    assert md_figures(q_md) == md_figures(k_md) == [(1, "fig-coverage.png"), (2, "fig-dispersion.png")]
+    assert md_figures(q_md) == md_figures(k_md) == [(1, "fig-coverage.png"), (2, "fig-dispersion.png"),
+                                                  (3, "fig-drift.png")]
     for md in (q_md, k_md):
         assert "there is no ratio to plot" in md and "Ratio of each step" not in md
     q_caps = re.findall(r"Figure&nbsp;(\d+)|Figure\s(\d+):", (out / "index.html").read_text(encoding="utf-8"))
-    assert sorted({int(a or b) for a, b in q_caps}) == [1, 2]
+    assert sorted({int(a or b) for a, b in q_caps}) == [1, 2, 3]
 
 
 @needs_quarto
@@ -203,7 +204,7 @@ def test_quarto_page_in_a_browser(quarto_render, tmp_path):
         wide = check_page(b, out / "index.html", width=1400, screenshot=tmp_path / "h200-quarto-1400.png")
         narrow = check_page(b, out / "index.html", width=400, screenshot=tmp_path / "h200-quarto-400.png")
     print(f"screenshots: {tmp_path}")
-    assert len(wide.images) == 2 and all(i["loaded"] for i in wide.images)
+    assert len(wide.images) == 3 and all(i["loaded"] for i in wide.images)   # coverage, dispersion, drift
     assert wide.console_errors == [] and narrow.console_errors == []
     assert wide.n_too_wide == 0, wide.too_wide
     assert narrow.last_column is not None and narrow.last_column["visible"], narrow.last_column
