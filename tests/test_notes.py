@@ -108,3 +108,24 @@ def test_shipped_notes_resolve_and_type_no_number(study: str) -> None:
 def test_the_typed_number_check_finds_typed_numbers() -> None:
     assert _bare_numbers("it is 1.23x and 45% and 7,004 tok/s on 0.18, H200", ["0.18"]) == ["1.23x", "45%", "7,004"]
     assert _bare_numbers("{{ value: leg=0.18, expect=7,004 }} `4.5.3` on 0.18 → 0.26", ["0.18", "0.26"]) == []
+
+
+def test_a_bisect_placeholder_on_a_skipped_step_is_one_line(tmp_path: Path) -> None:
+    """The shipped cpu-tiny study and its bisect record, copied; one step edited to be skipped."""
+    import json
+
+    d = tmp_path / "results" / "cpu-tiny"
+    shutil.copytree(paths.RESULTS / "cpu-tiny", d, ignore=shutil.ignore_patterns("report", "notes", "derived"))
+    src = paths.RESULTS / "bisect" / "cpu-tiny--cpu-0.27.1--cpu-0.32.0--tiny-llama--mixed.json"
+    (tmp_path / "results" / "bisect").mkdir()
+    rec = json.loads(src.read_text())
+    for step in rec["steps"]:
+        if step["version"] == "0.32.0":
+            step.update(samples=[], median=None, ratio=None, skipped=True, verdict="skipped",
+                        reason="no wheel for this platform")
+    (tmp_path / "results" / "bisect" / src.name).write_text(json.dumps(rec))
+    _note(d, "b.md", "The bisect read {{ bisect: version=0.32.0, stat=median, expect=1 }} tok/s.")
+    with pytest.raises(UserError) as e:
+        notes_md(load_study(d), "answer")
+    assert "step 0.32.0" in str(e.value) and "no wheel for this platform" in str(e.value)
+    assert "\n" not in str(e.value)

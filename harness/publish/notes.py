@@ -276,6 +276,10 @@ def _bisect(st: Study, a: dict[str, str]) -> str:
     for rec in recs:
         for step in rec.steps:
             if step.version == a.get("version"):
+                if step.median is None:
+                    # A skipped release has no number to quote; say so rather than print a blank.
+                    raise UserError(f"bisect: step {step.version} of {rec.inputs.good} → {rec.inputs.bad} was not "
+                                    f"measured ({step.reason or 'skipped'}); nothing to quote")
                 if a.get("stat", "median") == "median":
                     return f"{step.median:,.2f}"
                 if a.get("stat") == "n":
