@@ -18,7 +18,9 @@ def diagnostics_intro_md(st: Study) -> str:
     steps = len(_legs(st.canon)) >= 2
     text = ("The figures here are drawn from the same canonical runs as the tables: "
             + ("the ratio of each step with its 95% interval, " if steps else "")
-            + "the coverage of every (model, leg), and the dispersion of every repeated measurement.")
+            + "the coverage of every (model, leg), the dispersion of every repeated measurement, and each "
+              "repeated run's speed against the time it ran (did the machine drift, and did a slow spell "
+              "strike the legs of a repeat alike).")
     if nbs:
         text += (" The diagnostic notebooks (" + ", ".join(f"`{p}`" for p in nbs)
                  + ") take the study as a parameter and go further.")
