@@ -193,3 +193,24 @@ def test_fake_bench_a_stopped_bisect_resumes_on_the_runs_it_measured(tmp_path, f
         for r in json.loads(f.read_text())["runs"]:
             reused.setdefault(r["run_id"].split("/")[1], set()).add(r["reused"])
     assert reused == {"cpu-0.27.1": {True}, "cpu-0.32.0": {True}, "cpu-0.29.0": {True}, "cpu-0.30.0": {False}}
+
+
+def test_fake_bench_a_bisect_run_again_refuses_then_supersedes(tmp_path, fake_sweep, monkeypatch):
+    """FAKE bench and FAKE leg envs: a second bisect of the same inputs without --resume would measure
+    over the first one's records, so it stops in one line; --supersede measures again and keeps them."""
+    from harness.core.errors import UserError
+    from tests.test_bisect import SCENARIO, _fake_leg_env
+
+    tok_s = {"0.27.1": 1000.0, "0.29.0": 1000.0, "0.30.0": 700.0, "0.32.0": 700.0}
+    monkeypatch.setattr(legmod, "resolve", lambda spec, pins=(), offline=False: _fake_leg_env(tmp_path, spec, tok_s, set()))
+    sc = write_scenario(tmp_path, SCENARIO)
+    args = BisectArgs(scenario=str(sc), good="cpu-0.27.1", bad="cpu-0.32.0", repeats=2,
+                      versions=("0.29.0", "0.30.0"), results=tmp_path / "bisect")
+    first, path = bis.bisect(args)
+    with pytest.raises(UserError) as e:
+        bis.bisect(args)
+    assert "holds a finished record" in str(e.value) and "--supersede" in str(e.value) and "\n" not in str(e.value)
+    rec, again = bis.bisect(dataclasses.replace(args, supersede=True))
+    assert again == path and rec.complete and rec.conclusion.first_differing == first.conclusion.first_differing
+    kept = list((tmp_path / "bisect" / rec.runs_dir / "superseded").rglob("results.json"))
+    assert len(kept) == 8    # the endpoints and the two releases between, two repeats each

@@ -306,6 +306,7 @@ class BisectArgs:
     include_pre: bool = False
     offline: bool = False
     resume: bool = False
+    supersede: bool = False            # measure over finished records (the sweep's --supersede)
     allow_dirty: bool = False
     dry_run: bool = False
     lock_wait_s: float = 3600
@@ -330,6 +331,9 @@ class BisectArgs:
         p.add_argument("--pre", dest="include_pre", action="store_true", help="include pre-releases")
         p.add_argument("--offline", action="store_true", help="resolve legs from uv's cache only")
         p.add_argument("--resume", action="store_true", help="reuse finished runs with identical fingerprints")
+        p.add_argument("--supersede", action="store_true",
+                       help="re-measure runs whose folder holds a finished record; the earlier records move to "
+                            "superseded/ first (as harness sweep --supersede)")
         p.add_argument("--allow-dirty", action="store_true", help="measure despite guard findings (recorded)")
         p.add_argument("--dry-run", action="store_true", help="list the releases and legs, measure nothing")
         p.add_argument("--lock-wait", dest="lock_wait_s", type=float, default=3600,
@@ -412,7 +416,8 @@ def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectR
     measure = measure or SweepMeasure(
         scenario=args.scenario, legs=found.legs, good=good.name, model=model, workload=wl_name, arm=arm,
         metric=metric, repeats=args.repeats, results=args.results, study=name, timeout_s=args.timeout_s,
-        offline=args.offline, resume=args.resume, allow_dirty=args.allow_dirty, lock_wait_s=args.lock_wait_s)
+        offline=args.offline, resume=args.resume, allow_dirty=args.allow_dirty, lock_wait_s=args.lock_wait_s,
+        supersede=args.supersede)
     # Chosen before measuring: the record is rewritten there after every step. A record of the same
     # inputs (an earlier or a stopped run of this bisect) is replaced; one of other inputs is kept.
     path = paths.unclobbered(paths.inside(args.results, f"{name}.json"), inputs.model_dump(mode="json"),

@@ -64,13 +64,13 @@ class SweepMeasure:
 
     def __init__(self, *, scenario: str, legs: dict[str, LegSpec], good: str, model: str, workload: str,
                  arm: str, metric: str, repeats: int, results: Path, study: str, timeout_s: float | None,
-                 offline: bool, resume: bool, allow_dirty: bool, lock_wait_s: float):
+                 offline: bool, resume: bool, allow_dirty: bool, lock_wait_s: float, supersede: bool = False):
         self.legs, self.metric, self.offline = legs, metric, offline
         self.resume, self.allow_dirty, self.lock_wait_s = resume, allow_dirty, lock_wait_s
         self.model, self.scenario = model, scenario
         self.args = SweepArgs(scenario=scenario, results=results, study=study, legs=(good,), models=(model,),
                               workloads=(workload,), arms=(arm,), repeats=repeats, timeout_s=timeout_s,
-                              offline=offline, resume=resume, allow_dirty=allow_dirty)
+                              offline=offline, resume=resume, allow_dirty=allow_dirty, supersede=supersede)
         self.sc, self.study_dir, self.templates = plan(self.args)
         self.arm_pins = tuple(self.templates[0].spec.arm.pins)
 
