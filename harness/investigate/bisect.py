@@ -504,7 +504,8 @@ def read_record(path: Path) -> BisectRecord:
 def read_records(root: Path = RESULTS_DIR) -> list[BisectRecord]:
     """Every bisect record directly under `root`, oldest first (for the report and the notebooks); an
     incomplete one among them (`.complete` false) concludes nothing."""
-    return sorted((read_record(p) for p in sorted(Path(root).glob("*.json"))), key=lambda rec: rec.created_at)
+    return record.read_typed_dir(root, "bisect", BisectRecord, SCHEMA_VERSION,  # type: ignore[return-value]
+                                 migrations=MIGRATIONS)
 
 
 def bisect_section_md(rec: BisectRecord) -> str:

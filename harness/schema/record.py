@@ -398,7 +398,10 @@ def read_typed(path: Path, kind: str, model: type[BaseModel], schema_version: in
         raise InvalidFileError(path, describe(e)) from None
 
 
-def read_typed_dir(root: Path, kind: str, model: type[BaseModel], schema_version: int) -> list[BaseModel]:
-    """Every `kind` record directly under `root`, oldest first by `created_at` (bisect, window)."""
-    recs = [read_typed(p, kind, model, schema_version) for p in sorted(Path(root).glob("*.json"))]
+def read_typed_dir(root: Path, kind: str, model: type[BaseModel], schema_version: int, *,
+                   migrations: dict[int, Migration] | None = None, kind_since: int = 1) -> list[BaseModel]:
+    """Every `kind` record directly under `root` (read as `read_typed` reads one), oldest first by
+    `created_at` (bisect, window)."""
+    recs = [read_typed(p, kind, model, schema_version, migrations=migrations, kind_since=kind_since)
+            for p in sorted(Path(root).glob("*.json"))]
     return sorted(recs, key=lambda rec: getattr(rec, "created_at", ""))
