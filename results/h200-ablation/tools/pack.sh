@@ -10,7 +10,7 @@
 #         repeat 1), zstd (the machine has none) and SHA256SUMS of the parts
 #   pNN   one zstd --long=31 stream of one tar of the site folders 0.26.0, 0.24.0, 0.25.0, 0.25.1 in that
 #         order (phase F needs the first two; the 0.25 folders share most files with 0.24.0, and the
-#         long window finds them), cut into parts that fit a call beside the working tree (25 MiB at most)
+#         long window finds them), cut into parts that fit a call beside the working tree (56 MiB at most: PART_MAX_MIB)
 # Wheel lists: ../shared/gpu/vllm-0.24.0-wheels.txt and vllm-gpu-wheels.txt (0.26.0), verified; this
 # folder's vllm-0.25.0/0.25.1-wheels.txt, derived and not yet verified on the machine.
 set -euo pipefail
@@ -153,7 +153,11 @@ fi
 
 tree=$(tree_mib)
 part=$((TREE_LIMIT_MIB - tree - 2))
-[ "$part" -gt 25 ] && part=25
+# Bytes per call are what costs time (tree + part), so the larger the part, the fewer the calls; a call
+# whose tree holds only what the machine runs (see the README's plan: results/ unstaged and excluded for
+# the lease) leaves room for ~56 MiB parts.
+max=${PART_MAX_MIB:-56}
+[ "$part" -gt "$max" ] && part=$max
 if [ "$part" -lt 8 ]; then
   echo "the working tree is $tree MiB: a call has no room for a part beside it" >&2
   exit 1
