@@ -36,11 +36,15 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def cmd_crosscheck(a: argparse.Namespace) -> int:
-    from harness.investigate.crosscheck import crosscheck, crosscheck_md, tokenization_cost, tokenization_md
+    from harness.investigate.crosscheck import (crosscheck, crosscheck_md, from_records, tokenization_cost,
+                                                tokenization_md)
     from harness.measure.sweep import SweepArgs
 
     if a.tokenization:
         print(tokenization_md(tokenization_cost(SweepArgs.from_cli_args(a))), end="")
+        return 0
+    if a.from_records:
+        print(crosscheck_md(from_records(SweepArgs.from_cli_args(a), prefix_caching=a.prefix_caching)), end="")
         return 0
     print(crosscheck_md(crosscheck(SweepArgs.from_cli_args(a), prefix_caching=a.prefix_caching)), end="")
     return 0
@@ -257,6 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tokenization", action="store_true",
                    help="measure only what vLLM's benchmark times and the harness does not: encoding the "
                         "workload's prompts as text with the leg's tokenizer (no engine)")
+    s.add_argument("--from-records", action="store_true",
+                   help="measure nothing: summarise the finished records in the study folder (a crosscheck cut "
+                        "short), naming each planned repeat without one; needs no leg env")
     s.set_defaults(func=cmd_crosscheck)
 
     s = sub.add_parser("serve-crosscheck", help="harness serve numbers vs vLLM's own serve benchmark (`vllm bench "

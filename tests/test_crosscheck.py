@@ -81,3 +81,44 @@ def test_crosscheck_runs_one_engine_per_run_even_when_the_scenario_reuses_engine
     assert len(row["harness_tok_s"]) == 2 and len(row["vllm_tok_s"]) == 2 and row["failed"] == []
     index = json.loads(sorted((tmp_path / "r" / "t" / "sweeps").glob("*.json"))[-1].read_text())
     assert all(r["status"] == "ok" for r in index["runs"])
+
+
+def _cut_short(tmp_path, monkeypatch) -> tuple[SweepArgs, object]:
+    """A crosscheck whose last vLLM-benchmark run never finished (its folder holds no record), as a
+    lease ending mid-series leaves it; then the leg envs cannot be resolved, as off the machine."""
+    from harness.measure import sweep as sweepmod
+
+    monkeypatch.setattr(cc, "VLLM_BENCH", FAKE_BENCH)
+    args = SweepArgs(scenario=str(write_scenario(tmp_path, SCENARIO)), results=tmp_path / "r")
+    cc.crosscheck(args)
+    runs = tmp_path / "r" / "t" / "runs" / "t" / "cpu-0.32.0" / "m" / "thr"
+    (runs / "vllm-bench-no-prefix-cache" / "r2" / "results.json").unlink()
+
+    def no_env(*a, **k):
+        raise AssertionError("from_records must not resolve a leg env")
+
+    monkeypatch.setattr(sweepmod, "resolve_envs", no_env)
+    return args, runs
+
+
+def test_from_records_summarises_a_crosscheck_cut_short_and_names_what_it_lacks(tmp_path, fake_sweep, monkeypatch):
+    args, _ = _cut_short(tmp_path, monkeypatch)
+    (row,) = cc.from_records(args)["rows"]
+    assert row["harness_tok_s"] == [100.0, 100.0] and row["vllm_tok_s"] == [100.0]
+    assert row["verdict"] == "too few repeats"
+    assert row["unmeasured"] == ["t/cpu-0.32.0/m/thr/vllm-bench-no-prefix-cache/r2"]
+    view = json.loads((tmp_path / "r" / "t" / "crosscheck.json").read_text())
+    assert view["invocation_id"] == "from-records" and view["rows"][0]["unmeasured"] == row["unmeasured"]
+    assert "Planned but without a finished record" in (tmp_path / "r" / "t" / "crosscheck.md").read_text()
+
+
+def test_from_records_refuses_records_measured_with_other_settings(tmp_path, fake_sweep, monkeypatch):
+    from harness.core.errors import UserError
+
+    args, runs = _cut_short(tmp_path, monkeypatch)
+    path = runs / "harness-no-prefix-cache" / "r2" / "results.json"
+    data = json.loads(path.read_text())
+    data["engine_args"] = {**data["engine_args"], "max_num_seqs": 7}
+    path.write_text(json.dumps(data))
+    with pytest.raises(UserError, match="measured with other settings"):
+        cc.from_records(args)

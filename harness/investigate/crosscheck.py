@@ -28,6 +28,7 @@ from harness.measure import leg as legmod
 from harness.measure.run import WORKER, RunSpec
 from harness.measure.scenario import Arm
 from harness.analyze.stats import ratio
+from harness.measure.scenario import load_scenario, scenario_path
 from harness.measure.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
 
 VLLM_BENCH = WORKER.parent / "vllm_bench.py"  # beside the harness worker, run with the leg's Python
@@ -77,13 +78,17 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
         return summary
     summary |= {"invocation_id": res.invocation_id, "scenario": str(args.scenario),
                 "prefix_caching": prefix_caching}
+    _write(study_dir, summary, res.records, prefix_caching)
+    return summary
+
+
+def _write(study_dir: Path, summary: dict, records: list[record.RunRecord], prefix_caching: bool) -> None:
     _split_legacy(study_dir)
     for row in summary["rows"]:
-        settings = _settings(res.records, row, prefix_caching)
+        settings = _settings(records, row, prefix_caching)
         path = key_path(study_dir, row, settings)
         record.write_json_atomic(path, {**summary, "rows": [row], "settings": settings})
     write_views(study_dir)
-    return summary
 
 
 # --- the records: one file per (leg, model, workload, settings) -------------------------------------
@@ -171,7 +176,54 @@ def _reusable_at(run_dir: Path, spec: RunSpec, args: SweepArgs) -> record.RunRec
     return reusable(PlannedRun(index=0, spec=spec, run_dir=run_dir), args.retry_failed)
 
 
-def summarize(records: list[record.RunRecord]) -> dict:
+def from_records(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
+    """A crosscheck's summary from the records already in the study folder, measuring nothing: for a
+    crosscheck cut short (a machine lease ended mid-series) and read back where its legs cannot be
+    resolved. It never builds an env, so it checks what a fingerprint would: within each (leg, model,
+    workload), every harness-side record must share engine arguments, workload and env (compat id),
+    and the vLLM side the env; the planned (arm, repeat) pairs without a finished record are named."""
+    sc_file = scenario_path(args.scenario)
+    sc = load_scenario(sc_file)
+    study_dir = paths.inside(args.results, args.study or sc.name)
+    suffix = "" if prefix_caching else "-no-prefix-cache"
+    arms = (HARNESS_ARM if prefix_caching else "harness" + suffix, VLLM_ARM + suffix)
+    repeats = args.repeats or sc.repeats
+    found: dict[tuple[str, str, str], list[record.RunRecord]] = {}
+    started: set[tuple[str, str, str, str, int]] = set()
+    for run_dir in sorted((study_dir / "runs" / sc.name).glob("*/*/*/*/r*")):
+        leg, _, wl, arm, rep = run_dir.parts[-5:]
+        path = run_dir / "results.json"
+        if arm not in arms or not path.is_file():
+            continue
+        r = record.read(path)
+        if ((args.legs and r.leg not in args.legs) or (args.models and r.model not in args.models)
+                or (args.workloads and r.workload not in args.workloads) or r.repeat > repeats):
+            continue
+        found.setdefault((r.leg, r.model, r.workload), []).append(r)
+        started.add((r.leg, r.model, r.workload, r.arm, r.repeat))
+    if not found:
+        raise UserError(f"{study_dir}: no finished crosscheck record ({' / '.join(arms)}) matches; nothing to summarise")
+    for key, recs in found.items():
+        ours = [r for r in recs if r.arm == arms[0]]
+        theirs = [r for r in recs if r.arm == arms[1]]
+        for side, what in ((ours, lambda r: (r.compat_id, r.engine_args, r.workload_spec)),
+                           (theirs, lambda r: r.compat_id)):
+            odd = [r for r in side if what(r) != what(side[0])]
+            if odd:
+                raise UserError(f"{study_dir / 'runs' / odd[0].run_id}: measured with other settings than "
+                                f"{side[0].run_id} (env, engine arguments or workload); not one crosscheck")
+    records = [r for recs in found.values() for r in recs]
+    unmeasured = [f"{sc.name}/{leg}/{_safe(model)}/{wl}/{arm}/r{n}" for leg, model, wl in found
+                  for arm in arms for n in range(1, repeats + 1) if (leg, model, wl, arm, n) not in started]
+    summary = summarize(records, unmeasured=unmeasured)
+    if args.dry_run:
+        return summary
+    summary |= {"invocation_id": "from-records", "scenario": str(args.scenario), "prefix_caching": prefix_caching}
+    _write(study_dir, summary, records, prefix_caching)
+    return summary
+
+
+def summarize(records: list[record.RunRecord], unmeasured: list[str] = ()) -> dict:
     groups: dict[tuple[str, str, str], dict[str, list[record.RunRecord]]] = {}
     for r in records:
         groups.setdefault((r.leg, r.model, r.workload), {}).setdefault(r.arm, []).append(r)
@@ -191,6 +243,7 @@ def summarize(records: list[record.RunRecord]) -> dict:
             "wall_s_harness": [r.timing.wall_s for r in ours],
             "failed": [f"{r.arm} r{r.repeat}: {r.failure.reason}" for rs in by_arm.values() for r in rs
                        if r.status != "ok" and r.failure],
+            "unmeasured": [u for u in unmeasured if u.split("/")[1:4] == [leg, _safe(model), wl]],
         })
     return CrosscheckRecord(rows=rows).model_dump(exclude_none=False)
 
@@ -211,6 +264,11 @@ def crosscheck_md(summary: dict) -> str:
         lines.append(f"| {r['leg']} | `{r['model']}` | {r['workload']} | {_fmt(med(r['harness_tok_s']))} | "
                      f"{_fmt(med(r['vllm_tok_s']))} | {_fmt(r['ratio'], '{:.3f}')}{ci} | {spreads} | "
                      f"{_fmt(med(r['timed_share_harness']), '{:.1%}')} |")
+    missing = [f"{r['leg']} `{r['model']}` {r['workload']}: {', '.join(r.get('unmeasured') or [])}"
+               for r in summary["rows"] if r.get("unmeasured")]
+    if missing:
+        lines += ["", "Planned but without a finished record (the row summarises the records there were): "
+                  + "; ".join(missing) + "."]
     return "\n".join(lines) + "\n"
 
 

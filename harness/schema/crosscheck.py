@@ -3,6 +3,9 @@
 Format history (schema_version):
   1 - rows of harness/vLLM samples, ratio with interval, spreads, timed shares (the first version
       written; there is no unversioned form).
+  2 - rows gain `unmeasured`: the planned run ids without a finished record, for a view summarised
+      from the records of a crosscheck cut short (`harness crosscheck --from-records`,
+      invocation_id "from-records"). Version 1 reads as having none.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class CrosscheckRow(BaseModel):
@@ -30,6 +33,7 @@ class CrosscheckRow(BaseModel):
     timed_share_harness: list[float] = Field(default_factory=list)
     wall_s_harness: list[float] = Field(default_factory=list)
     failed: list[str] = Field(default_factory=list)
+    unmeasured: list[str] = Field(default_factory=list)
 
 
 class CrosscheckRecord(BaseModel):
