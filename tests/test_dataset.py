@@ -156,3 +156,20 @@ def test_a_broken_study_yaml_is_a_user_error_naming_it(tmp_path):
     (d / "study.yaml").write_text("legs: 3\n")
     with pytest.raises(UserError, match=r"study\.yaml: line 1: legs"):
         load(d)
+
+
+def test_a_run_folder_without_a_record_is_listed_as_unfinished_and_named_in_the_limitations(tmp_path):
+    from harness.publish.sections.limitations import limitations
+    from harness.publish.study import load_study
+
+    simple_study(tmp_path / "s", {("0.18", "m", "mixed"): [10.0, 12.0], ("0.26", "m", "mixed"): [20.0, 21.0]})
+    cut = tmp_path / "s" / "runs" / "main" / "gpu-0.26.0" / "m" / "mixed" / "default" / "r3"
+    cut.mkdir(parents=True)
+    (cut / "spec.json").write_text("{}")  # a run that started (its spec written) and was cut off
+    group = cut.parent.parent / "engine-default-r3-1"  # a group engine's folder is no run
+    group.mkdir()
+    (group / "spec.json").write_text("{}")
+    ds = load(tmp_path / "s")
+    assert ds.unfinished == ("runs/main/gpu-0.26.0/m/mixed/default/r3",) and len(ds) == 4
+    (said,) = [x for x in limitations(load_study(tmp_path / "s")) if x.startswith("**Runs started but never")]
+    assert "`runs/main/gpu-0.26.0/m/mixed/default/r3`" in said

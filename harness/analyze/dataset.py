@@ -102,6 +102,9 @@ class Dataset:
     sweep_order: tuple[tuple[str, str], ...] = ()
     # Earlier records later sweeps measured over, as their indexes list them (moved to superseded/).
     superseded: tuple[dict[str, Any], ...] = ()
+    # Run folders (relative to the study) a run was started in but that hold no record: the
+    # measurement was cut off (a lease ended, the process was killed) or is still going.
+    unfinished: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.records)
@@ -177,14 +180,19 @@ def _sweep_index(root: Path, problems: list[Problem]
     return latest, pairs, measured_here, superseded
 
 
-def _result_files(root: Path) -> list[Path]:
+def _result_files(root: Path) -> tuple[list[Path], list[str]]:
+    """Every record under runs/, and every run folder (rK, holding the spec a run starts from) that
+    has none."""
     base = root / "runs" if (root / "runs").is_dir() else root
     found: list[Path] = []
+    unfinished: list[str] = []
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames.sort()
         if "results.json" in filenames:
             found.append(Path(dirpath) / "results.json")
-    return found
+        elif "spec.json" in filenames and re.fullmatch(r"r\d+", Path(dirpath).name):
+            unfinished.append(str(Path(dirpath).relative_to(root)))
+    return found, unfinished
 
 
 def _read_log(run_dir: Path, problems: list[Problem]) -> str | None:
@@ -317,7 +325,8 @@ def load(study_dir: Path | str) -> Dataset:
     meta = _study_meta(root)
     reuse, sweep_pairs, measured_here, superseded = _sweep_index(root, problems)
     rows: list[dict[str, Any]] = []
-    for path in _result_files(root):
+    files, unfinished = _result_files(root)
+    for path in files:
         try:
             rec = read_record(path)
         except UserError as e:
@@ -353,7 +362,7 @@ def load(study_dir: Path | str) -> Dataset:
                                                            "model_order", "workload_order", "schema_version"}},
     )
     return Dataset(root=root, study=study, records=df, problems=tuple(problems), sweep_order=tuple(sweep_pairs),
-                   superseded=tuple(superseded))
+                   superseded=tuple(superseded), unfinished=tuple(unfinished))
 
 
 def _drop_duplicates(root: Path, rows: list[dict[str, Any]], problems: list[Problem]) -> list[dict[str, Any]]:

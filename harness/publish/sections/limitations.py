@@ -78,6 +78,12 @@ def limitations(st: Study) -> list[str]:
                      f"({ok} finished, {len(ds.superseded) - ok} failed or unreadable); the tables use the later "
                      f"ones, and the earlier are kept under `superseded/` (each sweep index in `sweeps/` says "
                      f"what had changed).")
+    if ds.unfinished:
+        shown = ", ".join(f"`{u}`" for u in ds.unfinished[:3]) + (" …" if len(ds.unfinished) > 3 else "")
+        items.append(f"**Runs started but never recorded.** {w.n(len(ds.unfinished), 'run folder')} "
+                     f"{w.v(len(ds.unfinished), 'holds', 'hold')} a run's spec and log but no record (the "
+                     f"measurement was cut off, or is still going): {shown}. No figure here comes from them; "
+                     f"`harness sweep --resume` measures them again.")
     if st.transcribed:
         items.append("**Rounded inputs.** The transcribed figures are rounded as printed, so a ratio recomputed from "
                      "them can differ from the source's own in the last digit.")
