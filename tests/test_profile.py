@@ -188,3 +188,15 @@ def test_the_kernel_diff_notebook_runs_on_the_shipped_cpu_study(tmp_path):
     text = "\n".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []) if o.output_type == "stream")
     assert "tiny-llama / mixed" in text and "per output token" in text
     assert any("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+
+
+def test_short_kernel_collapses_template_arguments_a_level_at_a_time_and_leaves_short_names_alone():
+    cuda = ("void at::native::reduce_kernel<128, 4, at::native::ReduceOp<c10::BFloat16, at::native::func_wrapper_t"
+            "<c10::BFloat16, at::native::sum_functor<c10::BFloat16, float, c10::BFloat16>::operator()"
+            "(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, c10::BFloat16, 4, 8> >"
+            "(at::native::ReduceOp<c10::BFloat16, float, unsigned int, c10::BFloat16, 4, 8>)")
+    assert profile.short_kernel(cuda) == "at::native::reduce_kernel<128, 4, at::native::ReduceOp<…> >(…)"
+    assert profile.short_kernel("triton_red_fused_2") == "triton_red_fused_2"
+    assert profile.short_kernel("void vllm::moe::k<8, 64>(float const*)") == "void vllm::moe::k<8, 64>(float const*)"
+    flat = "x" * 200  # nothing to collapse: cut, and marked as cut
+    assert profile.short_kernel(flat) == "x" * 89 + "…"

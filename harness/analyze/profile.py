@@ -202,9 +202,29 @@ def _pct(v: float) -> str:
     return "—" if v is None or not np.isfinite(v) else f"{v:+.0%}"
 
 
-def kernel_diff_md(d: KernelDiff, *, only_rows: int = 10) -> str:
-    """The diff as markdown: headline, families, top operators by |difference|, one-leg operators."""
+def short_kernel(name: str, limit: int = 90) -> str:
+    """A kernel's name as a reader can take it in: a demangled CUDA kernel runs to a thousand characters
+    of template arguments and parameter types, so the innermost <...> and (...) collapse to … a level
+    at a time until the name fits (`void` dropped); a name that fits is left alone."""
+    if len(name) <= limit:
+        return name
+    s = name.removeprefix("void ")
+    while len(s) > limit:
+        # Collapsed levels are marked with brackets the patterns do not match, so that the next pass
+        # finds the enclosing level innermost.
+        t = re.sub(r"\([^()]+\)", "\u2985\u2026\u2986", re.sub(r"<[^<>]+>", "\u27e8\u2026\u27e9", s))
+        if t == s:
+            break
+        s = t
+    s = s.replace("\u27e8\u2026\u27e9", "<…>").replace("\u2985\u2026\u2986", "(…)")
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def kernel_diff_md(d: KernelDiff, *, only_rows: int = 10, full_names: bool = False) -> str:
+    """The diff as markdown: headline, families, top operators by |difference|, one-leg operators.
+    Kernel names are shortened (`short_kernel`) unless `full_names`; the derived file keeps them whole."""
     a, b = d.labels
+    nm = (lambda n: str(n)) if full_names else (lambda n: short_kernel(str(n)))  # noqa: E731
     lines = [f"## Kernel diff: {d.model} / {d.workload}, {a} → {b}", "", d.headline(), "",
              f"Device: {d.device}. µs of self time per output token of the profiled calls "
              f"({d.output_tokens[0]:,} and {d.output_tokens[1]:,} tokens); share of gap = difference / total "
@@ -216,18 +236,22 @@ def kernel_diff_md(d: KernelDiff, *, only_rows: int = 10) -> str:
     lines += ["", f"| operator | family | {a} µs/tok | {b} µs/tok | difference | share of gap |",
               "|---|---|---:|---:|---:|---:|"]
     for r in d.kernels.itertuples():
-        name = str(r.name).replace("|", "\\|") + (f" (only {r.only})" if r.only else "")
+        name = nm(r.name).replace("|", "\\|") + (f" (only {r.only})" if r.only else "")
         lines.append(f"| `{name}` | {r.family} | {_us(r.a)} | {_us(r.b)} | {_us(r.diff)} | {_pct(r.share_of_gap)} |")
     if len(d.only):
         lines += ["", "Operators on one leg only:", ""]
         for leg in d.labels:
             names = d.only.loc[d.only["only"] == (d.legs[d.labels.index(leg)]), "name"].head(only_rows)
             if len(names):
-                lines.append(f"- only {leg}: " + ", ".join(f"`{n}`" for n in names)
+                lines.append(f"- only {leg}: " + ", ".join(f"`{nm(n)}`" for n in names)
                              + (f" and {int((d.only['only'] == d.legs[d.labels.index(leg)]).sum()) - len(names)} more"
                                 if (d.only["only"] == d.legs[d.labels.index(leg)]).sum() > len(names) else ""))
     if d.notes:
         lines += [""] + [f"- {n}" for n in d.notes]
+    names = list(d.kernels["name"]) + list(d.only["name"]) if len(d.only) else list(d.kernels["name"])
+    if not full_names and any(short_kernel(str(n)) != str(n) for n in names):
+        lines += ["", "Long kernel names are shortened here (template arguments and parameters as …); "
+                  "`harness profile-diff` writes them whole."]
     lines += ["", "Runs: " + "; ".join(f"{leg}: {', '.join(r)}" for leg, r in d.runs.items())]
     return "\n".join(lines) + "\n"
 
@@ -260,7 +284,7 @@ def profile_diff(study_dir: Path | str, *, model: str, workload: str, legs: list
 
     study_dir = Path(study_dir)
     d = kernel_diff(load(study_dir), model=model, workload=workload, legs=tuple(legs), arm=arm)
-    md = kernel_diff_md(d)
+    md = kernel_diff_md(d, full_names=True)
     if out is None:
         name = "__".join(re.sub(r"[^A-Za-z0-9._-]+", "_", x) for x in (model, workload, *legs))
         out = paths.inside(study_dir, "derived", "profile-diff", f"{name}.md")
