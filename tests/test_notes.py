@@ -129,3 +129,22 @@ def test_a_bisect_placeholder_on_a_skipped_step_is_one_line(tmp_path: Path) -> N
         notes_md(load_study(d), "answer")
     assert "step 0.32.0" in str(e.value) and "no wheel for this platform" in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_a_bisect_ratio_placeholder_quotes_the_step_with_its_interval_and_refuses_the_reference(tmp_path: Path) -> None:
+    import json
+
+    d = tmp_path / "results" / "cpu-tiny"
+    shutil.copytree(paths.RESULTS / "cpu-tiny", d, ignore=shutil.ignore_patterns("report", "notes", "derived"))
+    src = paths.RESULTS / "bisect" / "cpu-tiny--cpu-0.27.1--cpu-0.32.0--tiny-llama--mixed.json"
+    (tmp_path / "results" / "bisect").mkdir()
+    rec = json.loads(src.read_text())
+    for step in rec["steps"]:
+        if step["version"] == "0.32.0":
+            step.update(ratio=0.9874, ci_low=0.9512, ci_high=1.0249)
+    (tmp_path / "results" / "bisect" / src.name).write_text(json.dumps(rec))
+    _note(d, "b.md", "0.32 ran at {{ bisect: version=0.32.0, stat=ratio, expect=0.987x [0.951, 1.025] }}.")
+    assert "0.987x [0.951, 1.025]" in notes_md(load_study(d), "answer")
+    _note(d, "b.md", "{{ bisect: version=0.27.1, stat=ratio, expect=1 }}")
+    with pytest.raises(UserError, match="reference"):
+        notes_md(load_study(d), "answer")

@@ -19,6 +19,7 @@ Placeholders (`{{ kind: key=value, ..., expect=TEXT }}`; values without commas, 
   {{ spread: model=M, workload=W, leg=LABEL, expect=1.2% }}    (max - min) / median of the repeats
   {{ count: what=passing|pinned|failing|full, leg=LABEL, expect=13 }}  models (full: on every leg)
   {{ bisect: version=0.32.0, stat=median, expect=10,791.69 }}  a step of the study's bisect record
+      (stat=median, n, spread, or ratio: its speed against the good leg with the interval)
   {{ crosscheck: leg=NAME, model=M, workload=W, stat=harness, expect=12,682 }}  crosscheck median
   {{ printed: model=M, workload=W, step=0.26->0.29, study=h200-reference, expect=1.17x }}  a ratio the
       study's source printed without its figures (`printed.yaml`), or the outcome it printed instead
@@ -281,7 +282,13 @@ def _bisect(st: Study, a: dict[str, str]) -> str:
                     raise UserError(f"bisect: step {step.version} of {rec.inputs.good} → {rec.inputs.bad} was not "
                                     f"measured ({step.reason or 'skipped'}); nothing to quote")
                 if a.get("stat", "median") == "median":
-                    return f"{step.median:,.2f}"
+                    return f"{step.median:,.2f}" if abs(step.median) >= 10 else f"{step.median:.4g}"
+                if a.get("stat") == "ratio":
+                    if step.ratio is None:
+                        raise UserError(f"bisect: step {step.version} is the reference; it has no ratio to quote")
+                    ci = (f" [{step.ci_low:.3f}, {step.ci_high:.3f}]"
+                          if step.ci_low is not None and step.ci_high is not None else "")
+                    return f"{step.ratio:.3f}x{ci}"
                 if a.get("stat") == "n":
                     return str(len(step.samples))
                 if a.get("stat") == "spread":
