@@ -148,3 +148,31 @@ def test_a_bisect_ratio_placeholder_quotes_the_step_with_its_interval_and_refuse
     _note(d, "b.md", "{{ bisect: version=0.27.1, stat=ratio, expect=1 }}")
     with pytest.raises(UserError, match="reference"):
         notes_md(load_study(d), "answer")
+
+
+def test_a_bisect_placeholder_picks_its_record_by_model_and_workload_and_asks_when_two_match(tmp_path: Path) -> None:
+    import json
+
+    d = tmp_path / "results" / "cpu-tiny"
+    shutil.copytree(paths.RESULTS / "cpu-tiny", d, ignore=shutil.ignore_patterns("report", "notes", "derived"))
+    src = paths.RESULTS / "bisect" / "cpu-tiny--cpu-0.27.1--cpu-0.32.0--tiny-llama--mixed.json"
+    (tmp_path / "results" / "bisect").mkdir()
+    rec = json.loads(src.read_text())
+    (tmp_path / "results" / "bisect" / src.name).write_text(json.dumps(rec))
+    other = json.loads(src.read_text())  # a second bisect of the same legs, another workload
+    other["inputs"]["workload"] = "long-context"
+    for step in other["steps"]:
+        step["median"] = 1234.5
+    (tmp_path / "results" / "bisect" / "other.json").write_text(json.dumps(other))
+    _note(d, "b.md", "{{ bisect: version=0.32.0, stat=median, expect=1 }}")
+    with pytest.raises(UserError, match="name one with model= and workload="):
+        notes_md(load_study(d), "answer")
+    _note(d, "b.md", "{{ bisect: version=0.32.0, workload=long-context, stat=median, expect=1,234.50 }}")
+    assert "1,234.50" in notes_md(load_study(d), "answer")
+    # A bisect of a model the study does not have says nothing about it.
+    other["inputs"]["model"] = "not-in-this-study"
+    (tmp_path / "results" / "bisect" / "other.json").write_text(json.dumps(other))
+    _note(d, "b.md", "{{ bisect: version=0.32.0, stat=median, expect=1 }}")
+    with pytest.raises(UserError) as e:
+        notes_md(load_study(d), "answer")
+    assert "1,234.50" not in str(e.value) and "name one" not in str(e.value)

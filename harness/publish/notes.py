@@ -19,7 +19,8 @@ Placeholders (`{{ kind: key=value, ..., expect=TEXT }}`; values without commas, 
   {{ spread: model=M, workload=W, leg=LABEL, expect=1.2% }}    (max - min) / median of the repeats
   {{ count: what=passing|pinned|failing|full, leg=LABEL, expect=13 }}  models (full: on every leg)
   {{ bisect: version=0.32.0, stat=median, expect=10,791.69 }}  a step of the study's bisect record
-      (stat=median, n, spread, or ratio: its speed against the good leg with the interval)
+      (stat=median, n, spread, or ratio: its speed against the good leg with the interval; model= and
+      workload= pick one record where the study has several)
   {{ crosscheck: leg=NAME, model=M, workload=W, stat=harness, expect=12,682 }}  crosscheck median
   {{ printed: model=M, workload=W, step=0.26->0.29, study=h200-reference, expect=1.17x }}  a ratio the
       study's source printed without its figures (`printed.yaml`), or the outcome it printed instead
@@ -271,10 +272,20 @@ def _bisect(st: Study, a: dict[str, str]) -> str:
     from harness.investigate import bisect
 
     legs = {n for n, _ in _legs(st.canon)}
+    models = set(st.canon.cells["model"]) if len(st.canon.cells) else set()
     folder = st.root.parent / "bisect"
+    # The records the report's diagnostics show (this study's legs and models), narrowed by model= and
+    # workload= where given; two records with the step and neither given is a question, not a pick.
     recs = [r for r in (bisect.read_records(folder) if folder.is_dir() else [])
-            if {r.inputs.good, r.inputs.bad} <= legs]
-    for rec in recs:
+            if {r.inputs.good, r.inputs.bad} <= legs and r.inputs.model in models
+            and a.get("model", r.inputs.model) == r.inputs.model
+            and a.get("workload", r.inputs.workload) == r.inputs.workload]
+    having = [r for r in recs if any(s.version == a.get("version") for s in r.steps)]
+    if len(having) > 1:
+        raise UserError(f"bisect: {len(having)} bisect records have a step {a.get('version')!r} ("
+                        + ", ".join(f"{r.inputs.model} / {r.inputs.workload}" for r in having)
+                        + "); name one with model= and workload=")
+    for rec in having:
         for step in rec.steps:
             if step.version == a.get("version"):
                 if step.median is None:
