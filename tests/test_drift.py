@@ -153,3 +153,38 @@ def test_shipped_studies_give_a_summary(study):
     if study == "h200-ablation":
         olmoe = frame[frame["model"].str.startswith("OLMoE") & (frame["workload"] == "mixed")]
         assert len(olmoe) == 6 and set(olmoe["leg_label"]) == {"0.24", "0.26"}
+
+
+def test_fake_fixed_leg_order_under_a_trend_is_a_limitation_naming_the_favoured_leg(tmp_path):
+    """FAKE: every repeat measures A then B while the host slows down: a bias toward A, said so."""
+    from harness.publish.sections.limitations import limitations
+
+    root = _interleaved(tmp_path / "s", [0.985 ** i for i in range(8)])
+    assert drift.fixed_order(_frame(root), "main") == ("A", "B")
+    (said,) = [x for x in limitations(load_study(root)) if x.startswith("**Legs in a fixed order")]
+    assert "A → B" in said and "slowed down" in said and "favours A" in said
+
+
+def test_fake_alternating_legs_under_the_same_trend_are_no_fixed_order(tmp_path):
+    from harness.publish.sections.limitations import limitations
+
+    root = tmp_path / "s"
+    write_study_yaml(root, LEGS)
+    t = T0
+    for r in range(1, 9):
+        for leg, label in (LEGS if r % 2 else LEGS[::-1]):
+            write_run(root, record_dict(leg=leg, leg_label=label, model="m", value=1000 * 0.985 ** r, repeat=r,
+                                        started_at=t.isoformat()))
+            t += timedelta(minutes=2)
+    assert drift.drift_summary(_frame(root)).trend.significant
+    assert drift.fixed_order(_frame(root), "main") is None
+    assert not [x for x in limitations(load_study(root)) if x.startswith("**Legs in a fixed order")]
+
+
+def test_the_shipped_fixed_order_study_gets_the_limitation_and_the_alternating_one_does_not():
+    from harness.publish.sections.limitations import limitations
+
+    flagged = [x for x in limitations(load_study(paths.RESULTS / "cpu-tiny")) if x.startswith("**Legs in a fixed")]
+    assert len(flagged) == 1 and "favours 0.32" in flagged[0]
+    assert not [x for x in limitations(load_study(paths.RESULTS / "h200-ablation"))
+                if x.startswith("**Legs in a fixed")]

@@ -200,5 +200,19 @@ def _episode(df: pd.DataFrame, band: float) -> Episode | None:
     return Episode(start=runs["time"].iloc[0], end=runs["time"].iloc[-1], runs=runs)
 
 
+def fixed_order(frame: pd.DataFrame, series: str) -> tuple[str, ...] | None:
+    """The leg labels in the order every repeat of `series` measured them, when that order was the
+    same in each of at least two repeats (a sweep with `order: fixed`, or one from before legs
+    alternated); None when the order changed, or with fewer than two legs or repeats. A fixed order
+    turns a drift of the host into a bias between the legs instead of noise they share."""
+    df = frame[frame["series"] == series]
+    orders = {tuple(dict.fromkeys(g["leg_label"])) for _, g in df.groupby("repeat", sort=True)}
+    reps = df["repeat"].nunique()
+    if reps < 2 or len(orders) != 1:
+        return None
+    (order,) = orders
+    return order if len(order) >= 2 else None
+
+
 __all__ = ["BAND", "MIN_PAIRS", "MIN_RUNS", "CoMovement", "DriftSummary", "Episode", "Trend", "drift_frame",
-           "drift_summary"]
+           "drift_summary", "fixed_order"]

@@ -78,6 +78,9 @@ def limitations(st: Study) -> list[str]:
                      f"({ok} finished, {len(ds.superseded) - ok} failed or unreadable); the tables use the later "
                      f"ones, and the earlier are kept under `superseded/` (each sweep index in `sweeps/` says "
                      f"what had changed).")
+    biased = _fixed_order_drift(st)
+    if biased:
+        items.append(biased)
     if ds.unfinished:
         shown = ", ".join(f"`{u}`" for u in ds.unfinished[:3]) + (" …" if len(ds.unfinished) > 3 else "")
         items.append(f"**Runs started but never recorded.** {w.n(len(ds.unfinished), 'run folder')} "
@@ -97,6 +100,26 @@ def limitations(st: Study) -> list[str]:
                          + "; ".join(f"`{rel(Path(str(p.path)))}` ({p.what})" for p in found[:5])
                          + (" …" if len(found) > 5 else "") + ".")
     return items
+
+
+def _fixed_order_drift(st: Study) -> str | None:
+    """Legs measured in the same order in every repeat while the host's speed trended: each ratio
+    then carries the drift as a bias toward the leg measured later (or earlier, for a slowing host)."""
+    from harness.investigate import drift
+
+    frame = drift.drift_frame(st.canon)
+    order = drift.fixed_order(frame, st.canon.series) if len(frame) else None
+    if not order:
+        return None
+    trend = drift.drift_summary(frame).trend
+    if not trend.significant or trend.rho is None:
+        return None
+    favoured, how = (order[-1], "sped up") if trend.rho > 0 else (order[0], "slowed down")
+    return (f"**Legs in a fixed order while the host drifted.** Every repeat measured the legs in the order "
+            f"{' → '.join(order)}, and the host {how} over the study (Spearman ρ = {trend.rho:+.2f}, p = "
+            f"{trend.p:.3f}, {trend.n} runs; the drift figure shows it). That favours {favoured} in every ratio "
+            f"by an amount the records cannot separate from the version's effect; a sweep with the legs "
+            f"alternating (`order: alternate`) turns it into noise both legs share.")
 
 
 def limitations_md(st: Study) -> str:
