@@ -324,3 +324,32 @@ def test_narrow_interval_inside_the_band_is_within_and_outside_is_outside():
     assert s.band == "within" and _md_band(s) == "within"
     low = _summary_of([80.0, 80.4, 80.2], [99.9, 100.1, 100.0])
     assert low.band == "below" and _md_band(low) == "outside (below)"
+
+
+def test_fake_crosscheck_again_refuses_resumes_or_supersedes_and_never_replaces_silently(tmp_path, fakes):
+    """FAKE server and bench: a second crosscheck of the same settings would replace the first one's
+    record. Without a flag it stops before measuring; --resume measures only the repeats the record
+    lacks; --supersede moves the first one to superseded/ and measures again."""
+    import dataclasses
+
+    scenario, calls, _ = fakes
+    args = SweepArgs(scenario=str(scenario), results=tmp_path / "r", repeats=1)
+    (first,) = sxc.serve_crosscheck(args).records
+    path = tmp_path / "r" / "t" / "serve-crosscheck" / "cpu-0.32.0--m--srv.json"
+    n_calls = len(calls.read_text().splitlines())
+    with pytest.raises(UserError, match="already recorded .*--resume .*--supersede") as e:
+        sxc.serve_crosscheck(args)
+    assert "\n" not in str(e.value) and sxc.read(path) == first
+    assert len(calls.read_text().splitlines()) == n_calls  # nothing measured
+    # --resume with two repeats: r1 carried as it was, only r2 measured.
+    (both,) = sxc.serve_crosscheck(dataclasses.replace(args, repeats=2, resume=True)).records
+    assert [r.repeat for r in both.repeats] == [1, 2] and both.repeats[0] == first.repeats[0]
+    assert len(calls.read_text().splitlines()) == n_calls + 2 and any("carried over" in n for n in both.notes)
+    # --resume with nothing left to measure returns the record as it is.
+    (same,) = sxc.serve_crosscheck(dataclasses.replace(args, repeats=2, resume=True)).records
+    assert same == both and len(calls.read_text().splitlines()) == n_calls + 2
+    # --supersede: the earlier record and its folder move whole; a new one is measured.
+    (new,) = sxc.serve_crosscheck(dataclasses.replace(args, supersede=True)).records
+    moved = list((tmp_path / "r" / "t" / "superseded").glob("*/serve-crosscheck/cpu-0.32.0--m--srv.json"))
+    assert len(moved) == 1 and sxc.read(moved[0]) == both and (moved[0].parent / "cpu-0.32.0--m--srv" / "r2").is_dir()
+    assert new.invocation_id != both.invocation_id and [r.repeat for r in new.repeats] == [1]

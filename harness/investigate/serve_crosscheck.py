@@ -370,6 +370,9 @@ def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = No
     invocation_id = datetime.now().strftime("%Y%m%dT%H%M%S%f")[:-3] + "-" + uuid.uuid4().hex[:6]
     records: dict[tuple[str, str, str], ServeCrosscheckRecord] = {}
     targets: dict[tuple[str, str, str], Path] = {}
+    carried = _earlier(args, study_dir, runs, invocation_id)
+    planned_keys = {_key(p.spec): p.spec for p in runs}
+    runs = [p for p in runs if p.spec.repeat not in carried.get(_key(p.spec), {})]
     with guard.node_lock():
         left = kill_orphans()
         if left:
@@ -381,15 +384,19 @@ def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = No
                         False, f"foreign vLLM plugins in {env.name}")
         for p in runs:
             s = p.spec
-            key = (s.leg_env.leg.name, s.model.name, s.workload.name)
+            key = _key(s)
             if key not in targets:
-                name = f"{_safe(key[0])}--{_safe(key[1])}--{_safe(key[2])}.json"
-                path = paths.unclobbered(paths.inside(study_dir, FOLDER, name), _settings(s), _read_settings)
+                path = _target(study_dir, s)
                 targets[key] = path
-                shutil.rmtree(path.with_suffix(""), ignore_errors=True)  # this key's files of an earlier crosscheck
+                kept = sorted(carried.get(key, {}).values(), key=lambda r: r.repeat)
+                if not kept:  # files an earlier crosscheck left without a record of these settings
+                    shutil.rmtree(path.with_suffix(""), ignore_errors=True)
+                notes = [*NOTES] + ([f"repeats {', '.join(f'r{r.repeat}' for r in kept)} carried over from an "
+                                     f"earlier invocation (--resume)"] if kept else [])
                 records[key] = ServeCrosscheckRecord(
                     leg=key[0], model=key[1], workload=key[2], scenario=str(args.scenario), invocation_id=invocation_id,
-                    started_at=record.now(), settings=_settings(s), harness_client=loadgen.client_info(), notes=NOTES)
+                    started_at=record.now(), settings=_settings(s), harness_client=loadgen.client_info(), notes=notes,
+                    repeats=kept, summary=summarize(kept) if kept else [])
             run_dir = paths.inside(targets[key].with_suffix(""), f"r{s.repeat}")
             rep_run, command = measure_repeat(s, run_dir, study_dir, prefix=bench_prefix or vllm_bench_prefix(s),
                                               make_server=make_server)
@@ -400,7 +407,48 @@ def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = No
                 "vllm": rec.vllm or _manifest_vllm(run_dir), "vllm_command": rec.vllm_command or command})
             # Written after every repeat: an interrupted crosscheck keeps what it measured.
             record.write_json_atomic(targets[key], records[key].model_dump(mode="json"))
+    for key, spec in planned_keys.items():  # every repeat carried over: the record as it was
+        if key not in records:
+            targets[key] = _target(study_dir, spec)
+            records[key] = read(targets[key])
     return Result(records=list(records.values()), files=list(targets.values()), view=write_view(study_dir))
+
+
+def _key(s: RunSpec) -> tuple[str, str, str]:
+    return (s.leg_env.leg.name, s.model.name, s.workload.name)
+
+
+def _target(study_dir: Path, s: RunSpec) -> Path:
+    key = _key(s)
+    name = f"{_safe(key[0])}--{_safe(key[1])}--{_safe(key[2])}.json"
+    return paths.unclobbered(paths.inside(study_dir, FOLDER, name), _settings(s), _read_settings)
+
+
+def _earlier(args: SweepArgs, study_dir: Path, runs: Sequence[Any], invocation_id: str
+             ) -> dict[tuple[str, str, str], dict[int, RepeatRun]]:
+    """What an earlier crosscheck of the same settings recorded, decided before anything runs: with
+    --resume its repeats are carried over (failed ones too, unless --retry-failed) and only the others
+    measured; with --supersede its record and folder move to superseded/<invocation>/ first; with
+    neither, a one-line refusal, since measuring again would replace it."""
+    carried: dict[tuple[str, str, str], dict[int, RepeatRun]] = {}
+    for s in {_key(p.spec): p.spec for p in runs}.values():
+        path = _target(study_dir, s)
+        if not path.exists():
+            continue
+        prior = read(path)
+        if args.resume:
+            carried[_key(s)] = {r.repeat: r for r in prior.repeats if r.status == "ok" or not args.retry_failed}
+        elif args.supersede:
+            dest = paths.inside(study_dir, "superseded", invocation_id, FOLDER)
+            dest.mkdir(parents=True, exist_ok=True)
+            if path.with_suffix("").is_dir():
+                shutil.move(str(path.with_suffix("")), str(dest / path.stem))
+            shutil.move(str(path), str(dest / path.name))
+        else:
+            raise UserError(f"{path}: a serve crosscheck with these settings is already recorded "
+                            f"({len(prior.repeats)} repeat(s), invocation {prior.invocation_id}); --resume adds the "
+                            f"repeats it lacks, --supersede measures it again (the earlier moves to superseded/)")
+    return carried
 
 
 # --- the records, read back, and their view -------------------------------------------------------
