@@ -122,3 +122,30 @@ def test_from_records_refuses_records_measured_with_other_settings(tmp_path, fak
     path.write_text(json.dumps(data))
     with pytest.raises(UserError, match="measured with other settings"):
         cc.from_records(args)
+
+
+def test_the_band_is_judged_by_the_whole_interval_and_only_where_the_study_sets_one(tmp_path):
+    row = {"leg": "l", "model": "m", "workload": "w", "harness_tok_s": [1.0], "vllm_tok_s": [1.0], "ratio": 0.996,
+           "ci_low": 0.992, "ci_high": 1.004, "spread_harness": None, "spread_vllm": None, "timed_share_harness": []}
+    assert cc.band_verdict(row, 0.01) == "within"
+    assert cc.band_verdict(row | {"ci_low": 0.95}, 0.01).startswith("undecided")
+    assert cc.band_verdict(row | {"ratio": 0.9, "ci_low": 0.85, "ci_high": 0.95}, 0.01) == "below"
+    assert cc.band_verdict(row | {"ci_low": None, "ci_high": None}, 0.01) == "no interval"
+    assert "1 ± 0.01? |" in cc.crosscheck_md({"rows": [row]}, 0.01) and "| within |" in cc.crosscheck_md({"rows": [row]}, 0.01)
+    assert "±" not in cc.crosscheck_md({"rows": [row]})
+    (tmp_path / "study.yaml").write_text("name: s\ncrosscheck_band: 0.03\n")
+    assert cc.study_band(tmp_path) == 0.03
+    (tmp_path / "study.yaml").write_text("name: s\n")
+    assert cc.study_band(tmp_path) is None
+
+
+def test_single_files_from_before_the_split_keep_their_prefix_caching_by_name(tmp_path):
+    """A study from before crosscheck records said whether prefix caching was on: rewriting its views
+    must not pour the prefix-caching rows into the view without it."""
+    row = {"leg": "l", "model": "m", "workload": "w", "harness_tok_s": [1.0], "vllm_tok_s": [1.0]}
+    (tmp_path / "crosscheck.json").write_text(json.dumps({"schema_version": 1, "rows": [row]}))
+    (tmp_path / "crosscheck-prefix-caching.json").write_text(json.dumps({"schema_version": 1, "rows": [row, row]}))
+    assert [r["prefix_caching"] for r in cc.load_all(tmp_path)] == [False, True]
+    cc.write_views(tmp_path)
+    assert len(json.loads((tmp_path / "crosscheck.json").read_text())["rows"]) == 1
+    assert len(json.loads((tmp_path / "crosscheck-prefix-caching.json").read_text())["rows"]) == 2

@@ -23,6 +23,7 @@ from harness.core import paths
 from harness.schema import crosscheck as crosscheck_file
 from harness.schema import record
 from harness.schema.crosscheck import CrosscheckRecord
+from harness.schema.serve_crosscheck import interval_band
 from harness.core.errors import UserError
 from harness.measure import leg as legmod
 from harness.measure.run import WORKER, RunSpec
@@ -152,6 +153,10 @@ def load_all(study_dir: Path) -> list[dict]:
     if not files:
         files = [p for p in (Path(study_dir) / "crosscheck.json", Path(study_dir) / "crosscheck-prefix-caching.json")
                  if p.exists()]
+        # A single file from before records said whether prefix caching was on: its name says it.
+        return [{"prefix_caching": p.name == "crosscheck-prefix-caching.json"}
+                | {k: v for k, v in _read(p).model_dump().items() if not (k == "prefix_caching" and v is None)}
+                | {"path": str(p)} for p in files]
     return [_read(p).model_dump() | {"path": str(p)} for p in files]
 
 
@@ -168,7 +173,7 @@ def write_views(study_dir: Path) -> None:
         record.write_json_atomic(paths.inside(study_dir, f"{name}.json"), view)
         md = paths.inside(study_dir, f"{name}.md")
         tmp = md.with_name(f".{md.name}.tmp")
-        tmp.write_text(crosscheck_md(view), encoding="utf-8")
+        tmp.write_text(crosscheck_md(view, study_band(study_dir)), encoding="utf-8")
         os.replace(tmp, md)
 
 
@@ -252,10 +257,27 @@ def _fmt(v: float | None, pattern: str = "{:,.0f}") -> str:
     return "—" if v is None else pattern.format(v)
 
 
-def crosscheck_md(summary: dict) -> str:
+def study_band(study_dir: Path) -> float | None:
+    """study.yaml's `crosscheck_band`, or None (no file, or no band set)."""
+    from harness.core.yamlio import validate_at
+    from harness.schema.study import StudyFile
+
+    path = Path(study_dir) / "study.yaml"
+    return validate_at(StudyFile, path)[1].crosscheck_band if path.exists() else None
+
+
+def band_verdict(row: dict, band: float) -> str:
+    """The row's ratio against 1 ± band, judged by its whole interval (the serve crosscheck's rule)."""
+    side = interval_band(row.get("ratio"), row.get("ci_low"), row.get("ci_high"), band)
+    return {"within": "within", "below": "below", "above": "above", "undecided": "undecided (the interval "
+            "crosses the band)", "no interval": "no interval"}.get(side or "", "—")
+
+
+def crosscheck_md(summary: dict, band: float | None = None) -> str:
+    col = f" 1 ± {band:g}? |" if band is not None else ""
     lines = ["| leg | model | workload | harness tok/s (median) | vLLM benchmark tok/s (median) | harness ÷ vLLM "
-             "[95% CI] | spread harness / vLLM | timed share of wall |",
-             "|---|---|---|---:|---:|---|---|---:|"]
+             "[95% CI] | spread harness / vLLM | timed share of wall |" + col,
+             "|---|---|---|---:|---:|---|---|---:|" + ("---|" if band is not None else "")]
     import statistics as st
     for r in summary["rows"]:
         ci = f" [{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if r["ci_low"] is not None else " (single pass)"
@@ -263,7 +285,8 @@ def crosscheck_md(summary: dict) -> str:
         spreads = f"{_fmt(r['spread_harness'], '{:.1%}')} / {_fmt(r['spread_vllm'], '{:.1%}')}"
         lines.append(f"| {r['leg']} | `{r['model']}` | {r['workload']} | {_fmt(med(r['harness_tok_s']))} | "
                      f"{_fmt(med(r['vllm_tok_s']))} | {_fmt(r['ratio'], '{:.3f}')}{ci} | {spreads} | "
-                     f"{_fmt(med(r['timed_share_harness']), '{:.1%}')} |")
+                     f"{_fmt(med(r['timed_share_harness']), '{:.1%}')} |"
+                     + (f" {band_verdict(r, band)} |" if band is not None else ""))
     missing = [f"{r['leg']} `{r['model']}` {r['workload']}: {', '.join(r.get('unmeasured') or [])}"
                for r in summary["rows"] if r.get("unmeasured")]
     if missing:

@@ -3,7 +3,8 @@ row orders, and blocks other steps own (the report's under `report:`).
 
 Format history (schema_version):
   0 - unversioned (every study.yaml written before versions): the same keys.
-  1 - `schema_version` written by the sweep.
+  1 - `schema_version` written by the sweep. Later additions within 1, optional and ignored by a
+      harness that predates them: `crosscheck_band` (the band harness ÷ vLLM is judged against).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class StudyFile(BaseModel):
     model_order: list[str] = Field(default_factory=list)
     workload_order: list[str] = Field(default_factory=list)
     report: dict[str, Any] | None = None   # validated by harness.publish
+    # The crosscheck's target: harness ÷ vLLM within 1 ± this, judged by the whole interval. A study
+    # sets it for its hardware (the H200 study 0.01, the shared CPU 0.03); without it no band is judged.
+    crosscheck_band: float | None = Field(None, gt=0, lt=1)
 
     @model_validator(mode="before")
     @classmethod
