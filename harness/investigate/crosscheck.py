@@ -27,9 +27,8 @@ from harness.schema.serve_crosscheck import interval_band
 from harness.core.errors import UserError
 from harness.measure import leg as legmod
 from harness.measure.run import WORKER, RunSpec
-from harness.measure.scenario import Arm
+from harness.measure.scenario import Arm, load_scenario, scenario_path
 from harness.analyze.stats import ratio
-from harness.measure.scenario import load_scenario, scenario_path
 from harness.measure.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
 
 VLLM_BENCH = WORKER.parent / "vllm_bench.py"  # beside the harness worker, run with the leg's Python
@@ -196,9 +195,8 @@ def from_records(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
     found: dict[tuple[str, str, str], list[record.RunRecord]] = {}
     started: set[tuple[str, str, str, str, int]] = set()
     for run_dir in sorted((study_dir / "runs" / sc.name).glob("*/*/*/*/r*")):
-        leg, _, wl, arm, rep = run_dir.parts[-5:]
         path = run_dir / "results.json"
-        if arm not in arms or not path.is_file():
+        if run_dir.parts[-2] not in arms or not path.is_file():
             continue
         r = record.read(path)
         if ((args.legs and r.leg not in args.legs) or (args.models and r.model not in args.models)
