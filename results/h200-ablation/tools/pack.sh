@@ -12,7 +12,8 @@
 #         order (phase F needs the first two; the 0.25 folders share most files with 0.24.0, and the
 #         long window finds them), cut into parts that fit a call beside the working tree (56 MiB at most: PART_MAX_MIB)
 # Wheel lists: ../shared/gpu/vllm-0.24.0-wheels.txt and vllm-gpu-wheels.txt (0.26.0), verified; this
-# folder's vllm-0.25.0/0.25.1-wheels.txt, derived and not yet verified on the machine.
+# folder's vllm-0.25.0/0.25.1-wheels.txt, derived; on the fourth lease they resolved as legs there but
+# no engine started on them.
 set -euo pipefail
 here=results/h200-ablation/tools
 G=${PACK_DIR:-.gpu}
