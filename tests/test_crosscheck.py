@@ -36,6 +36,8 @@ def test_pairs_back_to_back_with_prefix_caching_off(tmp_path, fake_sweep, monkey
         spec = json.loads((tmp_path / "r" / "t" / "runs" / r["run_id"] / "spec.json").read_text())
         assert spec["engine_args"]["enable_prefix_caching"] is False
     assert (tmp_path / "r" / "t" / "crosscheck.md").read_text().count("| cpu-0.32.0 |") == 1
+    assert row["pair_ratios"] == [1.0, 1.0]  # each repeat's back-to-back pair
+    assert "Each repeat's pair on its own" in (tmp_path / "r" / "t" / "crosscheck.md").read_text()
 
 
 def test_prefix_caching_on_reuses_the_sweeps_default_arm(tmp_path, fake_sweep, monkeypatch):
@@ -107,6 +109,7 @@ def test_from_records_summarises_a_crosscheck_cut_short_and_names_what_it_lacks(
     assert row["harness_tok_s"] == [100.0, 100.0] and row["vllm_tok_s"] == [100.0]
     assert row["verdict"] == "too few repeats"
     assert row["unmeasured"] == ["t/cpu-0.32.0/m/thr/vllm-bench-no-prefix-cache/r2"]
+    assert row["pair_ratios"] == [1.0]  # r2 has no vLLM side: no pair
     view = json.loads((tmp_path / "r" / "t" / "crosscheck.json").read_text())
     assert view["invocation_id"] == "from-records" and view["rows"][0]["unmeasured"] == row["unmeasured"]
     assert "Planned but without a finished record" in (tmp_path / "r" / "t" / "crosscheck.md").read_text()

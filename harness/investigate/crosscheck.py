@@ -247,8 +247,17 @@ def summarize(records: list[record.RunRecord], unmeasured: list[str] = ()) -> di
             "failed": [f"{r.arm} r{r.repeat}: {r.failure.reason}" for rs in by_arm.values() for r in rs
                        if r.status != "ok" and r.failure],
             "unmeasured": [u for u in unmeasured if u.split("/")[1:4] == [leg, _safe(model), wl]],
+            "pair_ratios": _pairs(ours, theirs),
         })
     return CrosscheckRecord(rows=rows).model_dump(exclude_none=False)
+
+
+def _pairs(ours: list[record.RunRecord], theirs: list[record.RunRecord]) -> list[float]:
+    """harness ÷ vLLM within each repeat that has both sides, in repeat order: the two ran back to back,
+    so each pair shares the host's state. Shown beside the rule's interval, never instead of it."""
+    by_rep = {r.repeat: r.metrics.total_tok_s for r in theirs}
+    return [r.metrics.total_tok_s / by_rep[r.repeat] for r in sorted(ours, key=lambda r: r.repeat)
+            if by_rep.get(r.repeat)]
 
 
 def _fmt(v: float | None, pattern: str = "{:,.0f}") -> str:
@@ -285,6 +294,11 @@ def crosscheck_md(summary: dict, band: float | None = None) -> str:
                      f"{_fmt(med(r['vllm_tok_s']))} | {_fmt(r['ratio'], '{:.3f}')}{ci} | {spreads} | "
                      f"{_fmt(med(r['timed_share_harness']), '{:.1%}')} |"
                      + (f" {band_verdict(r, band)} |" if band is not None else ""))
+    pairs = [f"{r['leg']} `{r['model']}` {r['workload']}: " + ", ".join(f"{x:.3f}" for x in r["pair_ratios"])
+             for r in summary["rows"] if len(r.get("pair_ratios") or []) > 1]
+    if pairs:
+        lines += ["", "Each repeat's pair on its own (harness ÷ vLLM, the two run back to back; beside the "
+                  "interval above, not instead of it): " + "; ".join(pairs) + "."]
     missing = [f"{r['leg']} `{r['model']}` {r['workload']}: {', '.join(r.get('unmeasured') or [])}"
                for r in summary["rows"] if r.get("unmeasured")]
     if missing:

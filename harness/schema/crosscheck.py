@@ -5,7 +5,8 @@ Format history (schema_version):
       written; there is no unversioned form).
   2 - rows gain `unmeasured`: the planned run ids without a finished record, for a view summarised
       from the records of a crosscheck cut short (`harness crosscheck --from-records`,
-      invocation_id "from-records"). Version 1 reads as having none.
+      invocation_id "from-records"), and `pair_ratios`: harness ÷ vLLM within each repeat that has
+      both sides. Version 1 reads as having neither.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class CrosscheckRow(BaseModel):
     wall_s_harness: list[float] = Field(default_factory=list)
     failed: list[str] = Field(default_factory=list)
     unmeasured: list[str] = Field(default_factory=list)
+    pair_ratios: list[float] = Field(default_factory=list)
 
 
 class CrosscheckRecord(BaseModel):
