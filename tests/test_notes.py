@@ -110,8 +110,9 @@ def test_the_typed_number_check_finds_typed_numbers() -> None:
     assert _bare_numbers("{{ value: leg=0.18, expect=7,004 }} `4.5.3` on 0.18 → 0.26", ["0.18", "0.26"]) == []
 
 
-def test_a_bisect_placeholder_on_a_skipped_step_is_one_line(tmp_path: Path) -> None:
-    """The shipped cpu-tiny study and its bisect record, copied; one step edited to be skipped."""
+def _cpu_tiny_with_bisect(tmp_path: Path, edit_step=None) -> tuple[Path, dict]:
+    """The shipped cpu-tiny study and its bisect record, copied under tmp_path/results; `edit_step`
+    changes the 0.32.0 step first. Returns the study folder and the record as written."""
     import json
 
     d = tmp_path / "results" / "cpu-tiny"
@@ -120,10 +121,16 @@ def test_a_bisect_placeholder_on_a_skipped_step_is_one_line(tmp_path: Path) -> N
     (tmp_path / "results" / "bisect").mkdir()
     rec = json.loads(src.read_text())
     for step in rec["steps"]:
-        if step["version"] == "0.32.0":
-            step.update(samples=[], median=None, ratio=None, skipped=True, verdict="skipped",
-                        reason="no wheel for this platform")
+        if step["version"] == "0.32.0" and edit_step:
+            edit_step(step)
     (tmp_path / "results" / "bisect" / src.name).write_text(json.dumps(rec))
+    return d, rec
+
+
+def test_a_bisect_placeholder_on_a_skipped_step_is_one_line(tmp_path: Path) -> None:
+    """The shipped cpu-tiny study and its bisect record, copied; one step edited to be skipped."""
+    d, _ = _cpu_tiny_with_bisect(tmp_path, lambda step: step.update(
+        samples=[], median=None, ratio=None, skipped=True, verdict="skipped", reason="no wheel for this platform"))
     _note(d, "b.md", "The bisect read {{ bisect: version=0.32.0, stat=median, expect=1 }} tok/s.")
     with pytest.raises(UserError) as e:
         notes_md(load_study(d), "answer")
@@ -132,17 +139,7 @@ def test_a_bisect_placeholder_on_a_skipped_step_is_one_line(tmp_path: Path) -> N
 
 
 def test_a_bisect_ratio_placeholder_quotes_the_step_with_its_interval_and_refuses_the_reference(tmp_path: Path) -> None:
-    import json
-
-    d = tmp_path / "results" / "cpu-tiny"
-    shutil.copytree(paths.RESULTS / "cpu-tiny", d, ignore=shutil.ignore_patterns("report", "notes", "derived"))
-    src = paths.RESULTS / "bisect" / "cpu-tiny--cpu-0.27.1--cpu-0.32.0--tiny-llama--mixed.json"
-    (tmp_path / "results" / "bisect").mkdir()
-    rec = json.loads(src.read_text())
-    for step in rec["steps"]:
-        if step["version"] == "0.32.0":
-            step.update(ratio=0.9874, ci_low=0.9512, ci_high=1.0249)
-    (tmp_path / "results" / "bisect" / src.name).write_text(json.dumps(rec))
+    d, _ = _cpu_tiny_with_bisect(tmp_path, lambda step: step.update(ratio=0.9874, ci_low=0.9512, ci_high=1.0249))
     _note(d, "b.md", "0.32 ran at {{ bisect: version=0.32.0, stat=ratio, expect=0.987x [0.951, 1.025] }}.")
     assert "0.987x [0.951, 1.025]" in notes_md(load_study(d), "answer")
     _note(d, "b.md", "{{ bisect: version=0.27.1, stat=ratio, expect=1 }}")
@@ -151,15 +148,11 @@ def test_a_bisect_ratio_placeholder_quotes_the_step_with_its_interval_and_refuse
 
 
 def test_a_bisect_placeholder_picks_its_record_by_model_and_workload_and_asks_when_two_match(tmp_path: Path) -> None:
+    import copy
     import json
 
-    d = tmp_path / "results" / "cpu-tiny"
-    shutil.copytree(paths.RESULTS / "cpu-tiny", d, ignore=shutil.ignore_patterns("report", "notes", "derived"))
-    src = paths.RESULTS / "bisect" / "cpu-tiny--cpu-0.27.1--cpu-0.32.0--tiny-llama--mixed.json"
-    (tmp_path / "results" / "bisect").mkdir()
-    rec = json.loads(src.read_text())
-    (tmp_path / "results" / "bisect" / src.name).write_text(json.dumps(rec))
-    other = json.loads(src.read_text())  # a second bisect of the same legs, another workload
+    d, rec = _cpu_tiny_with_bisect(tmp_path)
+    other = copy.deepcopy(rec)  # a second bisect of the same legs, another workload
     other["inputs"]["workload"] = "long-context"
     for step in other["steps"]:
         step["median"] = 1234.5
