@@ -369,9 +369,9 @@ def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = No
     make_server = server_factory or Server
     invocation_id = datetime.now().strftime("%Y%m%dT%H%M%S%f")[:-3] + "-" + uuid.uuid4().hex[:6]
     records: dict[tuple[str, str, str], ServeCrosscheckRecord] = {}
-    targets: dict[tuple[str, str, str], Path] = {}
-    carried = _earlier(args, study_dir, runs, invocation_id)
-    planned_keys = {_key(p.spec): p.spec for p in runs}
+    # Each key's file is chosen once, before anything runs, and what an earlier crosscheck left there decided.
+    targets = {k: _target(study_dir, s) for k, s in {_key(p.spec): p.spec for p in runs}.items()}
+    carried = _earlier(args, study_dir, targets, invocation_id)
     runs = [p for p in runs if p.spec.repeat not in carried.get(_key(p.spec), {})]
     with guard.node_lock():
         left = kill_orphans()
@@ -385,9 +385,8 @@ def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = No
         for p in runs:
             s = p.spec
             key = _key(s)
-            if key not in targets:
-                path = _target(study_dir, s)
-                targets[key] = path
+            if key not in records:
+                path = targets[key]
                 kept = sorted(carried.get(key, {}).values(), key=lambda r: r.repeat)
                 if not kept:  # files an earlier crosscheck left without a record of these settings
                     shutil.rmtree(path.with_suffix(""), ignore_errors=True)
@@ -407,10 +406,9 @@ def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = No
                 "vllm": rec.vllm or _manifest_vllm(run_dir), "vllm_command": rec.vllm_command or command})
             # Written after every repeat: an interrupted crosscheck keeps what it measured.
             record.write_json_atomic(targets[key], records[key].model_dump(mode="json"))
-    for key, spec in planned_keys.items():  # every repeat carried over: the record as it was
+    for key, path in targets.items():  # every repeat carried over: the record as it was
         if key not in records:
-            targets[key] = _target(study_dir, spec)
-            records[key] = read(targets[key])
+            records[key] = read(path)
     return Result(records=list(records.values()), files=list(targets.values()), view=write_view(study_dir))
 
 
@@ -424,20 +422,19 @@ def _target(study_dir: Path, s: RunSpec) -> Path:
     return paths.unclobbered(paths.inside(study_dir, FOLDER, name), _settings(s), _read_settings)
 
 
-def _earlier(args: SweepArgs, study_dir: Path, runs: Sequence[Any], invocation_id: str
+def _earlier(args: SweepArgs, study_dir: Path, targets: dict[tuple[str, str, str], Path], invocation_id: str
              ) -> dict[tuple[str, str, str], dict[int, RepeatRun]]:
     """What an earlier crosscheck of the same settings recorded, decided before anything runs: with
     --resume its repeats are carried over (failed ones too, unless --retry-failed) and only the others
     measured; with --supersede its record and folder move to superseded/<invocation>/ first; with
     neither, a one-line refusal, since measuring again would replace it."""
     carried: dict[tuple[str, str, str], dict[int, RepeatRun]] = {}
-    for s in {_key(p.spec): p.spec for p in runs}.values():
-        path = _target(study_dir, s)
+    for key, path in targets.items():
         if not path.exists():
             continue
         prior = read(path)
         if args.resume:
-            carried[_key(s)] = {r.repeat: r for r in prior.repeats if r.status == "ok" or not args.retry_failed}
+            carried[key] = {r.repeat: r for r in prior.repeats if r.status == "ok" or not args.retry_failed}
         elif args.supersede:
             dest = paths.inside(study_dir, "superseded", invocation_id, FOLDER)
             dest.mkdir(parents=True, exist_ok=True)
