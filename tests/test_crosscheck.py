@@ -31,7 +31,9 @@ def test_pairs_back_to_back_with_prefix_caching_off(tmp_path, fake_sweep, monkey
     assert row["workload"] == "thr" and row["harness_tok_s"] == [100.0, 100.0] and row["ratio"] == 1.0
     index = json.loads(sorted((tmp_path / "r" / "t" / "sweeps").glob("*.json"))[-1].read_text())
     arms = [r["run_id"].split("/")[4] for r in index["runs"]]
-    assert arms == ["harness-no-prefix-cache", "vllm-bench-no-prefix-cache"] * 2  # repetition outermost
+    # Repetition outermost; the pair's order alternates with the repeat (odd: the harness first).
+    assert arms == ["harness-no-prefix-cache", "vllm-bench-no-prefix-cache",
+                    "vllm-bench-no-prefix-cache", "harness-no-prefix-cache"]
     for r in index["runs"]:
         spec = json.loads((tmp_path / "r" / "t" / "runs" / r["run_id"] / "spec.json").read_text())
         assert spec["engine_args"]["enable_prefix_caching"] is False

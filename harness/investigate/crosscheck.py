@@ -1,7 +1,7 @@
 """The harness against vLLM's own throughput benchmark, in the same venv on the same scenario.
 
 For every throughput workload and repeat, a harness run and a vLLM-benchmark run go back to back
-(repetition outermost, so drift hits both alike). Both are ordinary runs of the scenario's series:
+(repetition outermost, the pair's order alternating with the repeat, so drift hits both alike). Both are ordinary runs of the scenario's series:
 the harness run is the default arm (so `--resume` reuses main-sweep runs and vice versa), vLLM's
 is the arm `vllm-bench`, which canonical selection never takes. The summary is the ratio
 harness ÷ vLLM with its bootstrap interval, the repeat spread of each, and the share of each run's
@@ -66,7 +66,9 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
         # vLLM's benchmark is a script of its own, one engine each: both sides run one engine per run,
         # whatever the scenario says, so the two timed regions stand on equal engines.
         ours, twin = dataclasses.replace(ours, engine="per-run"), dataclasses.replace(twin, engine="per-run")
-        for spec in (ours, twin):
+        # The pair's order alternates with the repeat (odd: harness first), so that a host that speeds up
+        # or slows down over the series does not tilt every pair the same way.
+        for spec in ((ours, twin) if p.spec.repeat % 2 else (twin, ours)):
             run_dir = paths.inside(study_dir / "runs", *spec.run_id.split("/"))
             pairs.append(PlannedRun(index=len(pairs) + 1, spec=spec, run_dir=run_dir,
                                     reuse=_reusable_at(run_dir, spec, args) if args.resume else None))

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The H200 machine's side of the fourth lease. Each device call that pack.sh prints runs one subcommand,
+# The H200 machine's side of a lease; c0/DRIVER names its driver (drive-e on the fourth lease, drive-f
+# on the fifth). Each device call that pack.sh prints runs one subcommand,
 # from the call's copy of the working tree (where this file travels):
 #   setup      carry .gpu/e/c0: unpack the project snapshot to $ROOT/repo and the study's earlier records
-#              to $ROOT/R, then start `unpack` and ../drive-e.sh, each under setsid so that they outlive
+#              to $ROOT/R, then start `unpack` and ../<DRIVER>.sh, each under setsid so that they outlive
 #              the call. Refused if this machine was set up already (a second driver would measure beside
 #              the first).
 #   part NN    carry .gpu/e/pNN: hand part NN to the unpacker (copied, then marked complete).
-#   watch S    wait S seconds at most (less once the driver logs "drive-e done"), then copy $ROOT/R
+#   watch S    wait S seconds at most (less once the driver logs "<DRIVER> done"), then copy $ROOT/R
 #              back into $OUT as R.tgz.N pieces of 15 MiB (a call brings back 8 files of 16 MiB at
 #              most, 64 MiB in all); the kernel traces (up to 32 MB each) come back once, as T.tar.N,
 #              in the first call after phase F where they fit beside R.
@@ -21,6 +22,7 @@ ROOT=${ROOT:-/root}
 P=$ROOT/parts
 here=$(cd "$(dirname "$0")" && pwd)
 stamp() { date -u +%FT%TZ; }
+driver() { cat "$ROOT/R/.driver" 2> /dev/null || echo drive-e; }
 
 zst() {
   if [ -x "$P/zstd" ] && "$P/zstd" --version > /dev/null 2>&1; then "$P/zstd" "$@"; else zstd "$@"; fi
@@ -82,14 +84,16 @@ setup() {
   "$P/zstd" --version || echo "the carried zstd does not run here; using: $(command -v zstd || echo none)"
   rm -rf "$ROOT/repo" && mkdir -p "$ROOT/repo" && tar xzf "$P/repo.tgz" -C "$ROOT/repo" || return 1
   tar xzf "$P/R-prev.tgz" -C "$ROOT/R" || return 1
-  cp "$here/machine.sh" "$here/../drive-e.sh" "$ROOT/"
+  local d; d=$(cat "$c/DRIVER" 2> /dev/null || echo drive-e)
+  echo "$d" > "$ROOT/R/.driver"
+  cp "$here/machine.sh" "$here/../$d.sh" "$ROOT/" || return 1
   stamp > "$ROOT/R/.setup"
   # Each in a session of its own, whose id is its pid (kill -- -PID ends it with its pipeline).
   setsid nohup bash "$ROOT/machine.sh" unpack > "$ROOT/R/unpack.log" 2>&1 < /dev/null &
   echo $! > "$ROOT/R/unpack.pid"
   if [ -z "${NO_DRIVER:-}" ]; then
-    setsid nohup bash "$ROOT/drive-e.sh" > "$ROOT/R/drive-e.out" 2>&1 < /dev/null &
-    echo $! > "$ROOT/R/drive-e.pid"
+    setsid nohup bash "$ROOT/$d.sh" > "$ROOT/R/$d.out" 2>&1 < /dev/null &
+    echo $! > "$ROOT/R/$d.pid"
   fi
   git -C "$ROOT/repo" log --oneline -1 2> /dev/null
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2> /dev/null
@@ -130,7 +134,7 @@ back() {  # $ROOT/R into $OUT: R without the traces, then the traces once, if th
 
 watch() {
   local limit=${1:-560} t0=$SECONDS
-  while [ $((SECONDS - t0)) -lt "$limit" ] && ! grep -q 'drive-e done$' "$ROOT/R/drive.log" 2> /dev/null; do
+  while [ $((SECONDS - t0)) -lt "$limit" ] && ! grep -q "$(driver) done\$" "$ROOT/R/drive.log" 2> /dev/null; do
     sleep 5
   done
   echo "--- drive.log"; tail -n 30 "$ROOT/R/drive.log" 2> /dev/null

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds here, on the development machine, what the fourth H200 lease carries, and prints the device
+# Builds here, on the development machine, what an H200 lease carries, and prints the device
 # calls that send it. From the project root, after committing (the snapshot is HEAD, not the tree):
 #   results/h200-ablation/tools/pack.sh          wheels checked, four site folders, parts, snapshot
 #   results/h200-ablation/tools/pack.sh --test   the stream, parts and machine-side unpack on a small
@@ -18,7 +18,10 @@ set -euo pipefail
 here=results/h200-ablation/tools
 G=${PACK_DIR:-.gpu}
 E=$G/e
-VERSIONS="0.26.0 0.24.0 0.25.0 0.25.1"
+# The fourth lease carried all four (VERSIONS="0.26.0 0.24.0 0.25.0 0.25.1", DRIVER=drive-e); the
+# fifth only the endpoint legs.
+VERSIONS=${VERSIONS:-0.26.0 0.24.0}
+DRIVER=${DRIVER:-drive-f}
 TREE_LIMIT_MIB=64
 PLAT="--platform manylinux_2_31_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64
   --platform manylinux_2_26_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64
@@ -85,14 +88,14 @@ print_calls() {  # print_calls PART_DIR: the device calls, in order
   for i in $(seq -f %02g 0 $((n - 1))); do
     echo "{\"command\": \"bash $here/machine.sh part $i\", \"carry\": [\".gpu/e/p$i\"], \"timeout_s\": 60}"
   done
-  echo "then, until the driver logs 'drive-e done' or the time is spent (each copies /root/R back as R.tgz.N,"
+  echo "then, until the driver logs '$DRIVER done' or the time is spent (each copies /root/R back as R.tgz.N,"
   echo "and the kernel traces once as T.tar.N; make the last one end before the budget does):"
   echo "{\"command\": \"bash $here/machine.sh watch 560\", \"timeout_s\": 600}"
   echo
   echo "On the machine, machine.sh setup unpacks c0 (tar xzf repo.tgz -C /root/repo; tar xzf R-prev.tgz -C /root/R),"
   echo "starts 'machine.sh unpack' (joins p00..p$(printf %02d $((n - 1))) as they arrive, checked against SHA256SUMS:"
   echo "  cat /root/parts/p?? | /root/parts/zstd -dc --long=31 | tar xf - -C /root"
-  echo "and writes /root/site-<v>/.ready per folder) and results/h200-ablation/drive-e.sh, both under setsid."
+  echo "and writes /root/site-<v>/.ready per folder) and results/h200-ablation/$DRIVER.sh, both under setsid."
   echo "Here, after each watch call: cat FILES_AT/R.tgz.* | tar xzf - -C SOMEWHERE; R/h200-ablation goes to"
   echo "results/h200-ablation, R/bisect to results/bisect; cat FILES_AT/T.tar.* | tar xf - for the traces."
 }
@@ -121,7 +124,8 @@ selftest() {
   # The machine's side, with $t/root for /root and the parts arriving one by one, the first one corrupt.
   mkdir -p "$t/call/.gpu/e" "$t/call/results/h200-ablation/tools"
   cp "$here/machine.sh" "$t/call/results/h200-ablation/tools/"
-  cp results/h200-ablation/drive-e.sh "$t/call/results/h200-ablation/"
+  cp "results/h200-ablation/$DRIVER.sh" "$t/call/results/h200-ablation/"
+  echo "$DRIVER" > "$t/e/c0/DRIVER"
   cp -r "$t/e/c0" "$t/call/.gpu/e/c0"
   (cd "$t/call" && ROOT="$t/root" NO_DRIVER=1 bash results/h200-ablation/tools/machine.sh setup > /dev/null)
   head -c 65536 /dev/urandom > "$t/call/.gpu/e/p00"
@@ -138,7 +142,7 @@ selftest() {
     test -e "$t/root/site-$v/.ready"
     diff -r --exclude=.ready "$t/site/site-$v" "$t/root/site-$v"
   done
-  echo "2026-01-01T00:00:00Z drive-e done" > "$t/root/R/drive.log"
+  echo "2026-01-01T00:00:00Z $DRIVER done" > "$t/root/R/drive.log"
   (ROOT="$t/root" OUT="$t/out" bash "$here/machine.sh" watch 1 > /dev/null)
   tar tzf "$t/out/R.tgz.0" | grep -q '^R/r.txt$'
   print_calls "$t/e" > "$t/calls.txt"
@@ -190,6 +194,7 @@ done
 # shellcheck disable=SC2086
 stream "$G/site" "$E" "${part}M" $VERSIONS
 cp "$E/SHA256SUMS" "$E/c0/"
+echo "$DRIVER" > "$E/c0/DRIVER"
 cp "$(command -v zstd)" "$E/c0/zstd"
 
 snap=$(mktemp -d)
