@@ -154,3 +154,59 @@ def test_single_files_from_before_the_split_keep_their_prefix_caching_by_name(tm
     cc.write_views(tmp_path)
     assert len(json.loads((tmp_path / "crosscheck.json").read_text())["rows"]) == 1
     assert len(json.loads((tmp_path / "crosscheck-prefix-caching.json").read_text())["rows"]) == 2
+
+
+def _set(runs, arm: str, rep: int, **fields) -> None:
+    path = runs / arm / f"r{rep}" / "results.json"
+    data = json.loads(path.read_text())
+    for k, v in fields.items():
+        if k == "tok_s":
+            data["metrics"]["total_tok_s"] = v
+        else:
+            data[k] = v
+    path.write_text(json.dumps(data))
+
+
+def test_three_pairs_are_judged_by_the_paired_rule_with_welch_beside_it(tmp_path, fake_sweep, monkeypatch):
+    # The host ran 3% faster in repeat 2 and 3% slower in repeat 3, both sides alike; inside each pair the
+    # harness reads 0.4-0.6% below vLLM. Paired, that is a narrow interval; Welch sees mostly the host.
+    monkeypatch.setattr(cc, "VLLM_BENCH", FAKE_BENCH)
+    args = SweepArgs(scenario=str(write_scenario(tmp_path, SCENARIO)), results=tmp_path / "r", repeats=3)
+    cc.crosscheck(args)
+    runs = tmp_path / "r" / "t" / "runs" / "t" / "cpu-0.32.0" / "m" / "thr"
+    for rep, host, gap in ((1, 1.0, 0.995), (2, 1.03, 0.996), (3, 0.97, 0.994)):
+        _set(runs, "vllm-bench-no-prefix-cache", rep, tok_s=30000 * host)
+        _set(runs, "harness-no-prefix-cache", rep, tok_s=30000 * host * gap)
+    (row,) = cc.from_records(args)["rows"]
+    assert row["method"] == "paired" and row["n_pairs"] == 3
+    assert row["ratio"] == pytest.approx(0.995, abs=1e-3) and row["ci_high"] < 1.0 and row["verdict"] == "slower"
+    assert row["welch"]["verdict"] == "no difference detected" and row["welch"]["ci_low"] < 0.95
+    md = (tmp_path / "r" / "t" / "crosscheck.md").read_text()
+    assert "paired, 3 pairs" in md and "Welch's rule over the same repeats, unpaired" in md
+
+
+def test_a_pair_is_two_runs_of_one_invocation(tmp_path, fake_sweep, monkeypatch):
+    # A side measured again by a later invocation (a lease ended between the two runs) pairs with nothing:
+    # with two pairs left, Welch decides.
+    monkeypatch.setattr(cc, "VLLM_BENCH", FAKE_BENCH)
+    args = SweepArgs(scenario=str(write_scenario(tmp_path, SCENARIO)), results=tmp_path / "r", repeats=3)
+    cc.crosscheck(args)
+    runs = tmp_path / "r" / "t" / "runs" / "t" / "cpu-0.32.0" / "m" / "thr"
+    for rep in (1, 2, 3):
+        _set(runs, "harness-no-prefix-cache", rep, tok_s=100.0 + rep)
+    _set(runs, "vllm-bench-no-prefix-cache", 3, invocation_id="a-later-lease")
+    (row,) = cc.from_records(args)["rows"]
+    assert row["n_pairs"] == 2 and len(row["pair_ratios"]) == 2 and row["method"] == "welch"
+    assert row["ci_low"] == row["welch"]["ci_low"]
+
+
+def test_a_version_2_record_reads_as_welch(tmp_path):
+    from harness.schema import crosscheck as schema
+
+    row = {"leg": "l", "model": "m", "workload": "w", "harness_tok_s": [1.0, 1.1], "vllm_tok_s": [1.0, 1.0],
+           "ratio": 1.05, "ci_low": 0.9, "ci_high": 1.2, "verdict": "no difference detected", "pair_ratios": [1.0, 1.1]}
+    (tmp_path / "x.json").write_text(json.dumps({"schema_version": 2, "rows": [row]}))
+    rec = schema.read(tmp_path / "x.json")
+    (r,) = rec.rows
+    assert rec.schema_version == schema.SCHEMA_VERSION and r.method == "welch" and r.n_pairs == 2
+    assert r.welch == {"ratio": 1.05, "ci_low": 0.9, "ci_high": 1.2, "verdict": "no difference detected"}

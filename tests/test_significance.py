@@ -107,3 +107,90 @@ def test_n_needed_shrinks_with_the_effect() -> None:
     assert sig.n_needed(0.03, 0.02) > sig.n_needed(0.03, 0.05) > sig.n_needed(0.03, 0.10) >= sig.MIN_N
     n = sig.n_needed(0.03, 0.05)
     assert sig.power(n, 0.03, 0.05) >= sig.POWER > sig.power(n - 1, 0.03, 0.05)
+
+
+# --- the paired rule (the crosscheck's: each repeat measured both sides back to back) ---------------
+
+PAIRED_NS = range(sig.PAIRED_MIN, 11)
+
+
+def test_paired_false_positive_rate_at_most_alpha_at_every_n(spreads: list[sig.Spread]) -> None:
+    # A host state shared by both runs of a pair, from none to ten times the runs' own noise: it cancels
+    # inside each pair, so the level must hold whatever its size, for every noise shape and n.
+    shapes = _shapes(spreads)
+    hosts = (0.0, 0.01, 0.1)
+    limit = sig.fpr_limit(REPS, checks=len(shapes) * len(PAIRED_NS) * len(hosts))
+    bad = [f"{name} n={n} host sd {h}: {rate:.4f}" for i, (name, noise) in enumerate(shapes) for n in PAIRED_NS
+           for h in hosts
+           if (rate := sig.paired_rejection_rate(n, log_sd=0.01, shared_sd=h, noise=noise, reps=REPS,
+                                                 seed=104729 * i + 97 * n + int(h * 1000))) > limit]
+    assert not bad, f"paired false-positive rate above {limit:.4f}: {bad}"
+
+
+def test_without_its_margin_the_paired_rule_runs_over_its_level(spreads: list[sig.Spread]) -> None:
+    # Why PAIRED_SIZE: at the full alpha, light-tailed noise (the shipped residuals' shape) takes the
+    # one-sample t over 5% at seven pairs, by more than Monte-Carlo error; the check above would see it.
+    from unittest import mock
+
+    with mock.patch.object(sig, "PAIRED_SIZE", 1.0):
+        rate = sig.paired_rejection_rate(7, log_sd=0.01, shared_sd=0.0, noise=spreads[0].residuals, reps=200000, seed=3)
+    assert rate > sig.fpr_limit(200000), rate
+
+
+def test_two_pairs_are_too_few() -> None:
+    from harness.analyze.stats import paired_ratio
+
+    with pytest.raises(ValueError):
+        sig.paired_log([1.0, 1.1], [1.0, 1.0])
+    r = paired_ratio([100.0, 101.0], [99.0, 100.0])
+    assert r.verdict == "too few repeats" and r.low is None and r.needs == sig.PAIRED_MIN
+    assert paired_ratio([100.0], [99.0]).verdict == "single pass"
+
+
+def test_paired_rule_matches_scipy_and_its_interval_agrees_with_its_verdict() -> None:
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(3)
+    for n in (3, 5, 8):
+        for _ in range(50):
+            host = rng.normal(0, 0.03, n)
+            a, b = np.exp(10 + host + rng.normal(0.004, 0.003, n)), np.exp(10 + host + rng.normal(0, 0.003, n))
+            t = sig.paired_log(a, b)
+            assert t.p == pytest.approx(sps.ttest_rel(np.log(a), np.log(b)).pvalue, rel=1e-9)
+            assert (t.low > 1 or t.high < 1) == (t.verdict != "no difference detected")
+            assert (t.verdict != "no difference detected") == (t.p < sig.PAIRED_SIZE * sig.ALPHA)
+
+
+def test_pairing_is_what_detects_a_gap_under_a_shared_host_state() -> None:
+    # Runs 0.3% apart on their own, hosts 2% apart from repeat to repeat: the same data analysed unpaired
+    # (Welch) seldom sees a 1% gap at four repeats; paired, it mostly does.
+    rng = np.random.default_rng(5)
+    host = 0.02 * rng.standard_normal((4000, 4))
+    a = host + 0.003 * rng.standard_normal((4000, 4)) + math.log1p(0.01)
+    b = host + 0.003 * rng.standard_normal((4000, 4))
+    paired = float(np.mean(sig._paired_reject(a, b, sig.ALPHA)))
+    unpaired = float(np.mean(sig._welch_reject(a, b, sig.ALPHA)))
+    assert paired > 0.75 and unpaired < 0.1, (paired, unpaired)
+
+
+def test_the_paired_within_band_claim_errs_at_most_half_alpha_at_the_band_edge(spreads: list[sig.Spread]) -> None:
+    # The crosscheck's "within 1 ± band" needs the whole interval inside the band: where the truth sits on
+    # the band's edge, the claim may be made wrongly at most alpha / 2 of the time.
+    from scipy import stats as sps
+
+    band, sd = 0.01, 0.005
+    shapes = _shapes(spreads)
+    limit = sig.fpr_limit(REPS, sig.ALPHA / 2, checks=len(shapes) * len(PAIRED_NS))
+    bad = []
+    for i, (name, noise) in enumerate(shapes):
+        rng = np.random.default_rng(17 + i)
+        for n in PAIRED_NS:
+            def draw() -> np.ndarray:
+                return rng.standard_normal((REPS, n)) if noise is None else rng.choice(noise, size=(REPS, n))
+            d = math.log1p(band) + sd * (draw() - draw()) / math.sqrt(2)  # each side's own noise, paired
+            m, se = d.mean(axis=1), d.std(axis=1, ddof=1) / math.sqrt(n)
+            half = sps.t.ppf(1 - sig.PAIRED_SIZE * sig.ALPHA / 2, n - 1) * se
+            inside = (np.exp(m - half) >= 1 - band) & (np.exp(m + half) <= 1 + band)
+            if (rate := float(inside.mean())) > limit:
+                bad.append(f"{name} n={n}: {rate:.4f}")
+    assert not bad, f"within-band claims at the band's edge above {limit:.4f}: {bad}"

@@ -17,9 +17,11 @@ from typing import Literal
 
 import numpy as np
 
-from harness.analyze.significance import ALPHA, DETECT, METHOD, MIN_N, Verdict, footnote, log_sd, n_needed, welch_log
+from harness.analyze.significance import (ALPHA, DETECT, METHOD, MIN_N, PAIRED_METHOD, PAIRED_MIN, Verdict, footnote,
+                                         log_sd, n_needed, paired_log, welch_log)
 
-__all__ = ["ALPHA", "METHOD", "BandSide", "Ratio", "Verdict", "band_side", "flat_across", "footnote", "ratio", "spread"]
+__all__ = ["ALPHA", "METHOD", "PAIRED_METHOD", "BandSide", "Ratio", "Verdict", "band_side", "flat_across", "footnote",
+           "paired_ratio", "ratio", "spread"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +69,26 @@ def ratio(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool 
                      needs=n_needed(log_sd(old_a, new_a), DETECT, alpha=alpha), **common)
     t = welch_log(num, den, alpha=alpha)
     return Ratio(value=value, low=t.low, high=t.high, verdict=t.verdict, p=t.p, **common)
+
+
+def paired_ratio(old: Sequence[float], new: Sequence[float], *, confidence: float = 1 - ALPHA) -> Ratio:
+    """new ÷ old where old[i] and new[i] are one repeat's back-to-back pair (higher is better on both):
+    the paired rule's geometric mean ratio, interval and verdict. Fewer than PAIRED_MIN pairs: "single
+    pass" for one, "too few repeats" for two, "missing" for none (an unpaired comparison is `ratio`'s
+    business)."""
+    old_a, new_a = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
+    common = dict(n_old=len(old_a), n_new=len(new_a), spread_old=spread(old_a) if len(old_a) else None,
+                  spread_new=spread(new_a) if len(new_a) else None, alpha=1 - confidence, method=PAIRED_METHOD)
+    if len(old_a) != len(new_a):
+        raise ValueError(f"paired_ratio: {len(old_a)} and {len(new_a)} values are not pairs")
+    if len(old_a) == 0:
+        return Ratio(value=None, verdict="missing", **common)
+    if len(old_a) < PAIRED_MIN:
+        value = float(np.exp(np.mean(np.log(new_a) - np.log(old_a))))
+        return Ratio(value=value, verdict="single pass" if len(old_a) == 1 else "too few repeats",
+                     needs=None if len(old_a) == 1 else PAIRED_MIN, **common)
+    t = paired_log(new_a, old_a, alpha=1 - confidence)
+    return Ratio(value=t.ratio, low=t.low, high=t.high, verdict=t.verdict, p=t.p, **common)
 
 
 # The flat band of the report's claims: a ratio within 1 ± band (bounds included) is "flat". Decided

@@ -4,8 +4,10 @@ For every throughput workload and repeat, a harness run and a vLLM-benchmark run
 (repetition outermost, the pair's order alternating with the repeat, so drift hits both alike). Both are ordinary runs of the scenario's series:
 the harness run is the default arm (so `--resume` reuses main-sweep runs and vice versa), vLLM's
 is the arm `vllm-bench`, which canonical selection never takes. The summary is the ratio
-harness ÷ vLLM with its bootstrap interval, the repeat spread of each, and the share of each run's
-wall time that was the timed region.
+harness ÷ vLLM with its interval: the paired rule over the repeats' pair ratios where at least three
+repeats have both sides (`significance.paired_log`), else Welch over the two sides' repeats, which is
+kept beside it either way; the repeat spread of each, and the share of each run's wall time that was
+the timed region.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from harness.core.errors import UserError
 from harness.measure import leg as legmod
 from harness.measure.run import WORKER, RunSpec
 from harness.measure.scenario import Arm, load_scenario, scenario_path
-from harness.analyze.stats import ratio
+from harness.analyze.significance import PAIRED_MIN
+from harness.analyze.stats import paired_ratio, ratio
 from harness.measure.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
 
 VLLM_BENCH = WORKER.parent / "vllm_bench.py"  # beside the harness worker, run with the leg's Python
@@ -201,11 +204,17 @@ def from_records(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
         if run_dir.parts[-2] not in arms or not path.is_file():
             continue
         r = record.read(path)
+        # The harness side of a prefix-caching crosscheck is the sweep's default arm, which holds every
+        # workload of the scenario; only throughput ones were crosschecked (as `crosscheck` plans them).
+        if r.workload_spec.get("kind", "throughput") != "throughput":
+            continue
         if ((args.legs and r.leg not in args.legs) or (args.models and r.model not in args.models)
                 or (args.workloads and r.workload not in args.workloads) or r.repeat > repeats):
             continue
         found.setdefault((r.leg, r.model, r.workload), []).append(r)
         started.add((r.leg, r.model, r.workload, r.arm, r.repeat))
+    if prefix_caching:  # the default arm is the sweep's too: a key without a vLLM side was never crosschecked
+        found = {k: v for k, v in found.items() if any(r.arm == arms[1] for r in v)}
     if not found:
         raise UserError(f"{study_dir}: no finished crosscheck record ({' / '.join(arms)}) matches; nothing to summarise")
     for key, recs in found.items():
@@ -236,14 +245,21 @@ def summarize(records: list[record.RunRecord], unmeasured: list[str] = ()) -> di
     for (leg, model, wl), by_arm in sorted(groups.items()):
         ours = [r for arm, rs in by_arm.items() if not arm.startswith(VLLM_ARM) for r in rs if r.status == "ok"]
         theirs = [r for arm, rs in by_arm.items() if arm.startswith(VLLM_ARM) for r in rs if r.status == "ok"]
-        rt = ratio([r.metrics.total_tok_s for r in theirs], [r.metrics.total_tok_s for r in ours])
+        welch = ratio([r.metrics.total_tok_s for r in theirs], [r.metrics.total_tok_s for r in ours])
+        pairs = _pair_values(ours, theirs)
+        # The design pairs each repeat's two runs back to back, so the pairs decide wherever there are
+        # enough of them; Welch over the two sides' repeats is kept beside it (and decides otherwise).
+        paired = paired_ratio([v for _, v in pairs], [h for h, _ in pairs]) if len(pairs) >= PAIRED_MIN else None
+        rt = paired or welch
         share = [r.timing.timed_share for r in ours if r.timing.timed_share]
         rows.append({
             "leg": leg, "model": model, "workload": wl,
             "harness_tok_s": [r.metrics.total_tok_s for r in ours],
             "vllm_tok_s": [r.metrics.total_tok_s for r in theirs],
             "ratio": rt.value, "ci_low": rt.low, "ci_high": rt.high, "verdict": rt.verdict,
-            "spread_harness": rt.spread_new, "spread_vllm": rt.spread_old,
+            "method": "paired" if paired else "welch", "n_pairs": len(pairs),
+            "welch": {"ratio": welch.value, "ci_low": welch.low, "ci_high": welch.high, "verdict": welch.verdict},
+            "spread_harness": welch.spread_new, "spread_vllm": welch.spread_old,
             "timed_share_harness": share,
             "wall_s_harness": [r.timing.wall_s for r in ours],
             "failed": [f"{r.arm} r{r.repeat}: {r.failure.reason}" for rs in by_arm.values() for r in rs
@@ -254,12 +270,19 @@ def summarize(records: list[record.RunRecord], unmeasured: list[str] = ()) -> di
     return CrosscheckRecord(rows=rows).model_dump(exclude_none=False)
 
 
+def _pair_values(ours: list[record.RunRecord], theirs: list[record.RunRecord]) -> list[tuple[float, float]]:
+    """(harness, vLLM) tok/s of each repeat that has both sides ok, in repeat order: the two ran back
+    to back, so each pair shares the host's state. Only when one invocation measured both: a side
+    re-measured later (a lease ended between the two) stood on another host state, maybe another
+    machine, and pairs with nothing."""
+    by_rep = {r.repeat: r for r in theirs}
+    return [(r.metrics.total_tok_s, v.metrics.total_tok_s) for r in sorted(ours, key=lambda r: r.repeat)
+            if (v := by_rep.get(r.repeat)) and v.metrics.total_tok_s and v.invocation_id == r.invocation_id]
+
+
 def _pairs(ours: list[record.RunRecord], theirs: list[record.RunRecord]) -> list[float]:
-    """harness ÷ vLLM within each repeat that has both sides, in repeat order: the two ran back to back,
-    so each pair shares the host's state. Shown beside the rule's interval, never instead of it."""
-    by_rep = {r.repeat: r.metrics.total_tok_s for r in theirs}
-    return [r.metrics.total_tok_s / by_rep[r.repeat] for r in sorted(ours, key=lambda r: r.repeat)
-            if by_rep.get(r.repeat)]
+    """harness ÷ vLLM within each repeat that has both sides, in repeat order."""
+    return [h / v for h, v in _pair_values(ours, theirs)]
 
 
 def _fmt(v: float | None, pattern: str = "{:,.0f}") -> str:
@@ -282,6 +305,14 @@ def band_verdict(row: dict, band: float) -> str:
             "crosses the band)", "no interval": "no interval"}.get(side or "", "—")
 
 
+def interval_text(row: dict) -> str:
+    """The row's interval as the tables print it, naming the rule that gave it."""
+    if row.get("ci_low") is None:
+        return " (single pass)" if row.get("ratio") is not None else ""
+    how = f", paired, {row['n_pairs']} pairs" if row.get("method") == "paired" else ""
+    return f" [{row['ci_low']:.3f}, {row['ci_high']:.3f}]{how}"
+
+
 def crosscheck_md(summary: dict, band: float | None = None) -> str:
     col = f" 1 ± {band:g}? |" if band is not None else ""
     lines = ["| leg | model | workload | harness tok/s (median) | vLLM benchmark tok/s (median) | harness ÷ vLLM "
@@ -289,7 +320,7 @@ def crosscheck_md(summary: dict, band: float | None = None) -> str:
              "|---|---|---|---:|---:|---|---|---:|" + ("---|" if band is not None else "")]
     import statistics as st
     for r in summary["rows"]:
-        ci = f" [{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if r["ci_low"] is not None else " (single pass)"
+        ci = interval_text(r)
         med = lambda xs: st.median(xs) if xs else None  # noqa: E731
         spreads = f"{_fmt(r['spread_harness'], '{:.1%}')} / {_fmt(r['spread_vllm'], '{:.1%}')}"
         lines.append(f"| {r['leg']} | `{r['model']}` | {r['workload']} | {_fmt(med(r['harness_tok_s']))} | "
@@ -299,8 +330,20 @@ def crosscheck_md(summary: dict, band: float | None = None) -> str:
     pairs = [f"{r['leg']} `{r['model']}` {r['workload']}: " + ", ".join(f"{x:.3f}" for x in r["pair_ratios"])
              for r in summary["rows"] if len(r.get("pair_ratios") or []) > 1]
     if pairs:
-        lines += ["", "Each repeat's pair on its own (harness ÷ vLLM, the two run back to back; beside the "
-                  "interval above, not instead of it): " + "; ".join(pairs) + "."]
+        lines += ["", "Each repeat's pair on its own (harness ÷ vLLM, the two run back to back by one invocation): "
+                  + "; ".join(pairs) + "."]
+    welch = [f"{r['leg']} `{r['model']}` {r['workload']}: {_fmt(w.get('ratio'), '{:.3f}')}"
+             + (f" [{w['ci_low']:.3f}, {w['ci_high']:.3f}]" if w.get("ci_low") is not None else "")
+             + f", {w.get('verdict')}" for r in summary["rows"] if r.get("method") == "paired" and (w := r.get("welch"))]
+    lines += ["", "The interval: " + (
+        "where a row has three pairs or more, the paired rule (a t-interval of the geometric mean of the pair "
+        "ratios, n − 1 degrees of freedom, at 0.9 α: what the two runs of a repeat shared, such as the host "
+        "running fast or slow that minute, cancels inside each pair; docs/statistics.md); otherwise Welch's rule over the two sides' "
+        "repeats, as between legs." if any(r.get("method") == "paired" for r in summary["rows"])
+        else "Welch's rule over the two sides' repeats, as between legs (fewer than three pairs in every row).")]
+    if welch:
+        lines += ["", "Welch's rule over the same repeats, unpaired (beside the paired interval, not instead of it): "
+                  + "; ".join(welch) + "."]
     missing = [f"{r['leg']} `{r['model']}` {r['workload']}: {', '.join(r.get('unmeasured') or [])}"
                for r in summary["rows"] if r.get("unmeasured")]
     if missing:

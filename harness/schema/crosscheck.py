@@ -7,15 +7,21 @@ Format history (schema_version):
       from the records of a crosscheck cut short (`harness crosscheck --from-records`,
       invocation_id "from-records"), and `pair_ratios`: harness ÷ vLLM within each repeat that has
       both sides. Version 1 reads as having neither.
+  3 - the interval is the paired rule's (one-sample t on the log pair ratios of the repeats that
+      one invocation measured on both sides) wherever there are three such pairs or more, Welch's over
+      the two sides' repeats otherwise: rows gain `method` ("paired" / "welch"), `n_pairs`, and
+      `welch` (Welch's ratio, interval and verdict, kept beside a paired row). Versions 1-2 read as
+      method "welch" (their interval was Welch's) with `welch` copied from the row.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class CrosscheckRow(BaseModel):
@@ -36,6 +42,9 @@ class CrosscheckRow(BaseModel):
     failed: list[str] = Field(default_factory=list)
     unmeasured: list[str] = Field(default_factory=list)
     pair_ratios: list[float] = Field(default_factory=list)
+    method: Literal["paired", "welch"] = "welch"
+    n_pairs: int = 0
+    welch: dict[str, Any] = Field(default_factory=dict)  # ratio, ci_low, ci_high, verdict by Welch's rule
 
 
 class CrosscheckRecord(BaseModel):
@@ -51,4 +60,13 @@ def read(path: Path) -> CrosscheckRecord:
     rec = CrosscheckRecord.model_validate_json(path.read_text(encoding="utf-8"))
     if rec.schema_version > SCHEMA_VERSION:
         raise ValueError(f"{path}: crosscheck schema {rec.schema_version} is newer than this harness's {SCHEMA_VERSION}")
-    return rec
+    return migrate(rec)
+
+
+def migrate(rec: CrosscheckRecord) -> CrosscheckRecord:
+    """A record of an older version in the current form (see the format history)."""
+    if rec.schema_version >= 3:
+        return rec
+    rows = [row.model_copy(update={"method": "welch", "n_pairs": len(row.pair_ratios), "welch": {
+        "ratio": row.ratio, "ci_low": row.ci_low, "ci_high": row.ci_high, "verdict": row.verdict}}) for row in rec.rows]
+    return rec.model_copy(update={"rows": rows, "schema_version": SCHEMA_VERSION})

@@ -28,7 +28,7 @@ def diagnostics_intro_md(st: Study) -> str:
 
 
 def crosscheck_section_md(st: Study) -> str:
-    from harness.investigate.crosscheck import band_verdict, crosscheck_md
+    from harness.investigate.crosscheck import band_verdict, crosscheck_md, interval_text
     from harness.investigate.crosscheck import load as load_crosscheck
 
     summary = load_crosscheck(st.root)
@@ -40,13 +40,13 @@ def crosscheck_section_md(st: Study) -> str:
     for r in rows:
         if r["ratio"] is None:
             continue
-        ci = f" [{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if r["ci_low"] is not None else " (single pass)"
+        ci = interval_text(r)
         lead.append(f"{ticked(r['model'])} {r['workload']} on {st.canon.study.label(r['leg'])}: harness ÷ vLLM = "
                     f"{r['ratio']:.3f}{ci}, "
                     f"{r['verdict']}" + (f"; against the target 1 ± {band:g}: {band_verdict(r, band)}" if band else ""))
     return ("### Cross-check against vLLM's own throughput benchmark\n\n"
             "Each harness run had a run of vLLM's own throughput benchmark beside it, in the same leg env, on the "
-            "same workload, repetition outermost. " + "; ".join(lead) + ".\n\n" + crosscheck_md(summary, band))
+            "same workload, repetition outermost, the pair's order alternating with the repeat. " + "; ".join(lead) + ".\n\n" + crosscheck_md(summary, band))
 
 
 def side_records_md(st: Study) -> str:
