@@ -13,6 +13,7 @@ the timed region.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 import statistics
 import hashlib
 import json
@@ -30,6 +31,7 @@ from harness.core.errors import UserError
 from harness.measure import leg as legmod
 from harness.measure.run import WORKER, RunSpec
 from harness.measure.scenario import Arm, load_scenario, scenario_path
+from harness.analyze import coldstart
 from harness.analyze.significance import PAIRED_MIN
 from harness.analyze.stats import paired_ratio, ratio
 from harness.measure.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
@@ -78,7 +80,7 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
     if not pairs:
         raise UserError(f"{args.scenario}: no throughput workload with a default arm to cross-check")
     res = execute_plan(args, sc, study_dir, pairs)
-    summary = summarize(res.records)
+    summary = summarize(res.records, study_dir=study_dir)
     if args.dry_run:
         return summary
     summary |= {"invocation_id": res.invocation_id, "scenario": str(args.scenario),
@@ -229,7 +231,7 @@ def from_records(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
     records = [r for recs in found.values() for r in recs]
     unmeasured = [f"{sc.name}/{leg}/{_safe(model)}/{wl}/{arm}/r{n}" for leg, model, wl in found
                   for arm in arms for n in range(1, repeats + 1) if (leg, model, wl, arm, n) not in started]
-    summary = summarize(records, unmeasured=unmeasured)
+    summary = summarize(records, unmeasured=unmeasured, study_dir=study_dir)
     if args.dry_run:
         return summary
     summary |= {"invocation_id": "from-records", "scenario": str(args.scenario), "prefix_caching": prefix_caching}
@@ -237,7 +239,7 @@ def from_records(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
     return summary
 
 
-def summarize(records: list[record.RunRecord], unmeasured: list[str] = ()) -> dict:
+def summarize(records: list[record.RunRecord], unmeasured: Sequence[str] = (), study_dir: Path | None = None) -> dict:
     groups: dict[tuple[str, str, str], dict[str, list[record.RunRecord]]] = {}
     for r in records:
         groups.setdefault((r.leg, r.model, r.workload), {}).setdefault(r.arm, []).append(r)
@@ -266,8 +268,19 @@ def summarize(records: list[record.RunRecord], unmeasured: list[str] = ()) -> di
                        if r.status != "ok" and r.failure],
             "unmeasured": [u for u in unmeasured if u.split("/")[1:4] == [leg, _safe(model), wl]],
             "pair_ratios": _pairs(ours, theirs),
+            "cold_runs": _cold(study_dir, ours, theirs),
         })
     return CrosscheckRecord(rows=rows).model_dump(exclude_none=False)
+
+
+def _cold(study_dir: Path | None, ours: list[record.RunRecord], theirs: list[record.RunRecord]) -> list[str]:
+    """The runs, by side and repeat, whose engine compiled its graphs from an empty cache (vLLM's log
+    says so): the first engine of a leg on a machine, which may measure apart from the rest."""
+    if study_dir is None:
+        return []
+    return [f"{side} r{r.repeat}" for side, rs in (("harness", ours), ("vLLM", theirs))
+            for r in sorted(rs, key=lambda r: r.repeat)
+            if coldstart.run_state(Path(study_dir) / "runs" / r.run_id)[0] == "compiled"]
 
 
 def _pair_values(ours: list[record.RunRecord], theirs: list[record.RunRecord]) -> list[tuple[float, float]]:
@@ -344,6 +357,11 @@ def crosscheck_md(summary: dict, band: float | None = None) -> str:
     if welch:
         lines += ["", "Welch's rule over the same repeats, unpaired (beside the paired interval, not instead of it): "
                   + "; ".join(welch) + "."]
+    cold = [f"{r['leg']} `{r['model']}` {r['workload']}: {', '.join(r['cold_runs'])}"
+            for r in summary["rows"] if r.get("cold_runs")]
+    if cold:
+        lines += ["", "Runs timed on an engine that compiled its graphs from an empty cache (the first engine of their "
+                  "leg and model on that machine; vLLM's log says so): " + "; ".join(cold) + "."]
     missing = [f"{r['leg']} `{r['model']}` {r['workload']}: {', '.join(r.get('unmeasured') or [])}"
                for r in summary["rows"] if r.get("unmeasured")]
     if missing:

@@ -10,8 +10,10 @@ Format history (schema_version):
   3 - the interval is the paired rule's (one-sample t on the log pair ratios of the repeats that
       one invocation measured on both sides) wherever there are three such pairs or more, Welch's over
       the two sides' repeats otherwise: rows gain `method` ("paired" / "welch"), `n_pairs`, and
-      `welch` (Welch's ratio, interval and verdict, kept beside a paired row). Versions 1-2 read as
-      method "welch" (their interval was Welch's) with `welch` copied from the row.
+      `welch` (Welch's ratio, interval and verdict, kept beside a paired row), and `cold_runs`: the
+      runs (side and repeat) whose engine compiled from an empty cache, as vLLM's log says. Versions
+      1-2 read as method "welch" (their interval was Welch's) with `welch` copied from the row and
+      no cold runs named.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class CrosscheckRow(BaseModel):
     method: Literal["paired", "welch"] = "welch"
     n_pairs: int = 0
     welch: dict[str, Any] = Field(default_factory=dict)  # ratio, ci_low, ci_high, verdict by Welch's rule
+    cold_runs: list[str] = Field(default_factory=list)
 
 
 class CrosscheckRecord(BaseModel):
