@@ -210,3 +210,23 @@ def test_a_version_2_record_reads_as_welch(tmp_path):
     (r,) = rec.rows
     assert rec.schema_version == schema.SCHEMA_VERSION and r.method == "welch" and r.n_pairs == 2
     assert r.welch == {"ratio": 1.05, "ci_low": 0.9, "ci_high": 1.2, "verdict": "no difference detected"}
+
+
+def test_prime_runs_one_engine_per_leg_first_keeps_it_apart_and_never_reuses_it(tmp_path, fake_sweep, monkeypatch):
+    # The priming run fills a machine's compile caches before the leg's first pair: kept as a record of its
+    # own arm, out of the summary; a later crosscheck on another machine primes again (a new repeat).
+    monkeypatch.setattr(cc, "VLLM_BENCH", FAKE_BENCH)
+    args = SweepArgs(scenario=str(write_scenario(tmp_path, SCENARIO)), results=tmp_path / "r")
+    (row,) = cc.crosscheck(args, prime=True)["rows"]
+    assert row["harness_tok_s"] == [100.0, 100.0] and row["failed"] == []
+    index = json.loads(sorted((tmp_path / "r" / "t" / "sweeps").glob("*.json"))[-1].read_text())
+    ids = [r["run_id"].split("/", 4)[4] for r in index["runs"]]
+    assert ids[0] == "prime-no-prefix-cache/r1" and ids.count("prime-no-prefix-cache/r1") == 1 and len(ids) == 5
+    import dataclasses
+
+    cc.crosscheck(dataclasses.replace(args, resume=True), prime=True)
+    index = json.loads(sorted((tmp_path / "r" / "t" / "sweeps").glob("*.json"))[-1].read_text())
+    measured = [r["run_id"].split("/", 4)[4] for r in index["runs"] if not r["reused"]]
+    assert measured == ["prime-no-prefix-cache/r2"]
+    assert (tmp_path / "r" / "t" / "runs" / "t" / "cpu-0.32.0" / "m" / "thr" / "prime-no-prefix-cache" / "r1"
+            / "results.json").exists()
