@@ -38,9 +38,9 @@ def coldstart_md(st: Study) -> str:
            f"(warm runs of the same machine where there are any; below 1, the cold runs were slower). Cells whose cold "
            f"run was the first workload its engine timed, one per cold engine: **{k} of {n} slower**, {_p(p)}: "
            f"{verdict}. The cold engines' later workloads: {lk} of {ln} slower (not tested: they share those "
-           f"engines). A cold first workload is one reason a study's first repeat differs from its others; a run "
-           f"series can start with an engine whose measurements are discarded, or each leg's first pair can be "
-           f"read apart.", "",
+           f"engines). Where cold engines do measure apart, it is the first repeat of each leg and model on each "
+           f"machine that carries it: a series can start with an engine kept out of its numbers (`harness "
+           f"crosscheck --prime`), or read those runs apart.", "",
            "| series | leg | model | workload | arm | cold repeats | cold ÷ warm (speed) | first on its engine | "
            "warm runs from | engine start cold / warm (s) |",
            "|---|---|---|---|---|---|---:|---|---|---|"]
