@@ -46,7 +46,7 @@ def cmd_crosscheck(a: argparse.Namespace) -> int:
     if a.from_records:
         print(crosscheck_md(from_records(SweepArgs.from_cli_args(a), prefix_caching=a.prefix_caching)), end="")
         return 0
-    print(crosscheck_md(crosscheck(SweepArgs.from_cli_args(a), prefix_caching=a.prefix_caching, prime=a.prime)), end="")
+    print(crosscheck_md(crosscheck(SweepArgs.from_cli_args(a), prefix_caching=a.prefix_caching)), end="")
     return 0
 
 
@@ -261,9 +261,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tokenization", action="store_true",
                    help="measure only what vLLM's benchmark times and the harness does not: encoding the "
                         "workload's prompts as text with the leg's tokenizer (no engine)")
-    s.add_argument("--prime", action="store_true",
-                   help="before each (leg, model)'s first pair, one harness run in arm `prime` (kept, never "
-                        "summarised), so that the pairs start on warm compile caches")
     s.add_argument("--from-records", action="store_true",
                    help="measure nothing: summarise the finished records in the study folder (a crosscheck cut "
                         "short), naming each planned repeat without one; needs no leg env")

@@ -217,16 +217,20 @@ def test_prime_runs_one_engine_per_leg_first_keeps_it_apart_and_never_reuses_it(
     # own arm, out of the summary; a later crosscheck on another machine primes again (a new repeat).
     monkeypatch.setattr(cc, "VLLM_BENCH", FAKE_BENCH)
     args = SweepArgs(scenario=str(write_scenario(tmp_path, SCENARIO)), results=tmp_path / "r")
-    (row,) = cc.crosscheck(args, prime=True)["rows"]
+    import dataclasses
+
+    (row,) = cc.crosscheck(dataclasses.replace(args, prime=True))["rows"]
     assert row["harness_tok_s"] == [100.0, 100.0] and row["failed"] == []
     index = json.loads(sorted((tmp_path / "r" / "t" / "sweeps").glob("*.json"))[-1].read_text())
     ids = [r["run_id"].split("/", 4)[4] for r in index["runs"]]
-    assert ids[0] == "prime-no-prefix-cache/r1" and ids.count("prime-no-prefix-cache/r1") == 1 and len(ids) == 5
-    import dataclasses
-
-    cc.crosscheck(dataclasses.replace(args, resume=True), prime=True)
+    assert ids[0] == "harness-no-prefix-cache-prime/r1" and len(ids) == 5
+    cc.crosscheck(dataclasses.replace(args, resume=True, prime=True))
     index = json.loads(sorted((tmp_path / "r" / "t" / "sweeps").glob("*.json"))[-1].read_text())
     measured = [r["run_id"].split("/", 4)[4] for r in index["runs"] if not r["reused"]]
-    assert measured == ["prime-no-prefix-cache/r2"]
-    assert (tmp_path / "r" / "t" / "runs" / "t" / "cpu-0.32.0" / "m" / "thr" / "prime-no-prefix-cache" / "r1"
+    assert measured == []  # every pair reused: nothing to prime for
+    cc.crosscheck(dataclasses.replace(args, resume=True, prime=True, repeats=3))
+    index = json.loads(sorted((tmp_path / "r" / "t" / "sweeps").glob("*.json"))[-1].read_text())
+    measured = [r["run_id"].split("/", 4)[4] for r in index["runs"] if not r["reused"]]
+    assert measured == ["harness-no-prefix-cache-prime/r2", "harness-no-prefix-cache/r3", "vllm-bench-no-prefix-cache/r3"]
+    assert (tmp_path / "r" / "t" / "runs" / "t" / "cpu-0.32.0" / "m" / "thr" / "harness-no-prefix-cache-prime" / "r1"
             / "results.json").exists()

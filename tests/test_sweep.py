@@ -217,3 +217,24 @@ def test_gpu_busy_refused(tmp_path, fake_sweep, monkeypatch):
 def test_dry_run_measures_nothing(tmp_path, fake_sweep):
     res = sweep(_args(tmp_path, dry_run=True))
     assert res.records == [] and not (tmp_path / "results" / "t" / "runs").exists()
+
+
+def test_prime_starts_one_engine_per_leg_model_arm_before_its_first_measured_run(tmp_path, fake_sweep):
+    # The plan with engine reuse; then a sweep with the FAKE bench: the priming runs are kept (arm
+    # `default-prime`), stay out of the canonical cells, and a resume with nothing left to measure primes nothing.
+    from harness.analyze.canonical import canonicalize
+    from harness.analyze.dataset import load
+
+    args = _args(tmp_path, prime=True, engine="per-group")
+    _, _, planned = plan(args)
+    keys = [(p.spec.repeat, p.spec.leg_env.leg.name, p.spec.arm.name, p.spec.workload.name, p.spec.engine)
+            for p in planned]
+    assert keys[0] == (1, "cpu-0.27.1", "default-prime", "a", "per-run") and keys[1][2] == "default"
+    assert [k for k in keys if k[2] == "default-prime"] == [(1, "cpu-0.27.1", "default-prime", "a", "per-run"),
+                                                            (1, "cpu-0.32.0", "default-prime", "a", "per-run")]
+    assert [p.index for p in planned] == list(range(1, 11))
+    sweep(_args(tmp_path, prime=True))  # the fake bench measures one engine per run
+    canon = canonicalize(load(tmp_path / "results" / "t"))
+    assert set(canon.runs["arm"]) == {"default"} and len(canon.runs) == 8
+    _, _, again = plan(_args(tmp_path, prime=True, resume=True))
+    assert all(p.reuse is not None for p in again) and len(again) == 8

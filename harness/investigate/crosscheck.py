@@ -28,7 +28,7 @@ from harness.schema import record
 from harness.schema.crosscheck import CrosscheckRecord
 from harness.schema.serve_crosscheck import interval_band
 from harness.core.errors import UserError
-from harness.measure import leg as legmod
+from harness.measure import leg as legmod, prime
 from harness.measure.run import WORKER, RunSpec
 from harness.measure.scenario import Arm, load_scenario, scenario_path
 from harness.analyze import coldstart
@@ -41,9 +41,6 @@ VLLM_ARM = "vllm-bench"
 
 
 HARNESS_ARM = "default"
-# An engine started before a leg's first pair, to fill the machine's compile caches (`--prime`): its
-# record is kept, under an arm of its own, and never enters the summary.
-PRIME_ARM = "prime"
 # vLLM's random dataset builds prompts of *consecutive* token ids from a random offset, so prompts
 # that draw the same offset are identical and hit the prefix cache (22.7% of prompt tokens on the
 # H200 mixed workload); the harness draws independent random ids. With prefix caching on, the two
@@ -56,18 +53,17 @@ def _arm(spec: RunSpec, name: str, description: str, extra: dict) -> Arm:
                env=spec.arm.env, pins=spec.arm.pins)
 
 
-def crosscheck(args: SweepArgs, *, prefix_caching: bool = False, prime: bool = False) -> dict:
+def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
     """Harness and vLLM's benchmark back to back. With `prefix_caching=True` the harness side is the
     scenario's default arm (reusable from a sweep); otherwise both sides run with it off, in arms of
-    their own that canonical selection never takes. With `prime`, each (leg, model) first runs the
-    harness side once in arm `prime`: on a machine whose caches are empty, the first engine of a leg
-    compiles, and its measurement can stand apart (harness.analyze.coldstart); the primed pairs then
-    start warm. A priming run is never reused: each one is a new repeat of its arm."""
-    sc, study_dir, planned = plan(args)
+    their own that canonical selection never takes. With `args.prime`, each (leg, model) first runs
+    the harness side once, in its arm with `-prime` (harness.measure.prime), so that the pairs start on
+    warm caches; it never enters the summary."""
+    sc, study_dir, planned = plan(dataclasses.replace(args, prime=False))
     extra = {} if prefix_caching else NO_PREFIX_CACHE
     suffix = "" if prefix_caching else "-no-prefix-cache"
     pairs: list[PlannedRun] = []
-    primed: set[tuple[str, str]] = set()
+    harness_side: dict[tuple[str, str], RunSpec] = {}
     for p in planned:
         if p.spec.workload.kind != "throughput" or p.spec.arm.name != "default":
             continue
@@ -78,9 +74,7 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False, prime: bool = F
         # vLLM's benchmark is a script of its own, one engine each: both sides run one engine per run,
         # whatever the scenario says, so the two timed regions stand on equal engines.
         ours, twin = dataclasses.replace(ours, engine="per-run"), dataclasses.replace(twin, engine="per-run")
-        if prime and (key := (p.spec.leg_env.leg.name, p.spec.model.name)) not in primed:
-            primed.add(key)
-            pairs.append(_prime(study_dir, ours, p.spec, extra, suffix, len(pairs) + 1))
+        harness_side.setdefault((p.spec.leg_env.leg.name, p.spec.model.name), ours)
         # The pair's order alternates with the repeat (odd: harness first), so that a host that speeds up
         # or slows down over the series does not tilt every pair the same way.
         for spec in ((ours, twin) if p.spec.repeat % 2 else (twin, ours)):
@@ -89,6 +83,10 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False, prime: bool = F
                                     reuse=_reusable_at(run_dir, spec, args) if args.resume else None))
     if not pairs:
         raise UserError(f"{args.scenario}: no throughput workload with a default arm to cross-check")
+    if args.prime:
+        def key(s: RunSpec) -> tuple[str, str]:
+            return s.leg_env.leg.name, s.model.name
+        pairs = prime.with_primes(study_dir, pairs, key, lambda s: harness_side[key(s)])
     res = execute_plan(args, sc, study_dir, pairs)
     summary = summarize(res.records, study_dir=study_dir)
     if args.dry_run:
@@ -97,17 +95,6 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False, prime: bool = F
                 "prefix_caching": prefix_caching}
     _write(study_dir, summary, res.records, prefix_caching)
     return summary
-
-
-def _prime(study_dir: Path, ours: RunSpec, base: RunSpec, extra: dict, suffix: str, index: int) -> PlannedRun:
-    """The priming run of a (leg, model): the harness side in arm `prime`, at the next free repeat."""
-    spec = dataclasses.replace(ours, arm=_arm(base, PRIME_ARM + suffix, "an engine started before the leg's first "
-                                              "pair, to fill the machine's compile caches; never summarised", extra))
-    arm_dir = paths.inside(study_dir / "runs", *dataclasses.replace(spec, repeat=1).run_id.split("/")).parent
-    taken = [int(d.name[1:]) for d in arm_dir.glob("r*") if d.name[1:].isdigit()] if arm_dir.is_dir() else []
-    spec = dataclasses.replace(spec, repeat=max(taken, default=0) + 1)
-    return PlannedRun(index=index, spec=spec, run_dir=paths.inside(study_dir / "runs", *spec.run_id.split("/")),
-                      reuse=None)
 
 
 def _write(study_dir: Path, summary: dict, records: list[record.RunRecord], prefix_caching: bool) -> None:
@@ -134,7 +121,7 @@ def _settings(records: list[record.RunRecord], row: dict, prefix_caching: bool) 
     """What decides the measurement beyond (leg, model, workload): the harness side's engine
     arguments, the workload as run, the leg's environment, and prefix caching."""
     ours = [r for r in records if (r.leg, r.model, r.workload) == (row["leg"], row["model"], row["workload"])
-            and not r.arm.startswith((VLLM_ARM, PRIME_ARM))]
+            and not r.arm.startswith(VLLM_ARM) and not prime.is_prime(r.arm)]
     first = ours[0] if ours else None
     return {"prefix_caching": prefix_caching,
             "engine_args": first.engine_args if first else {},
@@ -266,8 +253,8 @@ def summarize(records: list[record.RunRecord], unmeasured: Sequence[str] = (), s
         groups.setdefault((r.leg, r.model, r.workload), {}).setdefault(r.arm, []).append(r)
     rows = []
     for (leg, model, wl), by_arm in sorted(groups.items()):
-        ours = [r for arm, rs in by_arm.items() if not arm.startswith((VLLM_ARM, PRIME_ARM)) for r in rs
-                if r.status == "ok"]
+        ours = [r for arm, rs in by_arm.items() if not arm.startswith(VLLM_ARM) and not prime.is_prime(arm)
+                for r in rs if r.status == "ok"]
         theirs = [r for arm, rs in by_arm.items() if arm.startswith(VLLM_ARM) for r in rs if r.status == "ok"]
         welch = ratio([r.metrics.total_tok_s for r in theirs], [r.metrics.total_tok_s for r in ours])
         pairs = _pair_values(ours, theirs)
@@ -287,7 +274,7 @@ def summarize(records: list[record.RunRecord], unmeasured: Sequence[str] = (), s
             "timed_share_harness": share,
             "wall_s_harness": [r.timing.wall_s for r in ours],
             "failed": [f"{r.arm} r{r.repeat}: {r.failure.reason}" for arm, rs in by_arm.items() for r in rs
-                       if r.status != "ok" and r.failure and not arm.startswith(PRIME_ARM)],
+                       if r.status != "ok" and r.failure and not prime.is_prime(arm)],
             "unmeasured": [u for u in unmeasured if u.split("/")[1:4] == [leg, _safe(model), wl]],
             "pair_ratios": _pairs(ours, theirs),
             "cold_runs": _cold(study_dir, ours, theirs),

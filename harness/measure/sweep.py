@@ -24,7 +24,7 @@ from harness import __version__, workloads
 from harness.core import paths
 from harness.core.errors import LegEnvError, UserError
 from harness.core.yamlio import read_yaml
-from harness.measure import dryrun, guard, leg as legmod, supersede
+from harness.measure import dryrun, guard, leg as legmod, prime, supersede
 from harness.schema import record, sweep_index
 from harness.schema import study as study_file
 from harness.measure.leg import LegEnv
@@ -63,6 +63,7 @@ class SweepArgs:
     diagnose: bool = True              # re-run a failed run whose log names no cause, with DEBUG logging
     profile: int | None = None         # profile this many timed calls per run, as arm `<arm>-profiled`
     supersede: bool = False            # measure over finished records (moved to superseded/ first)
+    prime: bool = False                # an engine first per (leg, model, arm), in arm <arm>-prime (measure/prime.py)
 
     @classmethod
     def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
@@ -78,6 +79,10 @@ class SweepArgs:
         p.add_argument("--supersede", action="store_true",
                        help="re-measure runs whose folder holds a finished record (no --resume, or its "
                             "fingerprint changed); the earlier records move to superseded/<invocation>/ first")
+        p.add_argument("--prime", action="store_true",
+                       help="before the first run to measure of each (leg, model, arm), one engine whose run is "
+                            "kept in arm <arm>-prime and never canonical, so that the measured runs start on warm "
+                            "compile caches (a fresh machine's first engine compiles)")
         p.add_argument("--allow-dirty", action="store_true", help="measure despite guard findings (recorded)")
         p.add_argument("--timeout", dest="timeout_s", type=float, help="per-run timeout in seconds")
         p.add_argument("--devices", help="CUDA_VISIBLE_DEVICES for every run")
@@ -113,7 +118,7 @@ class SweepArgs:
                    dry_run=a.dry_run, offline=a.offline, executor=a.executor, ray_address=a.ray_address,
                    engine=a.engine, order=a.order, diagnose=getattr(a, "diagnose", True),
                    wait_lock_s=getattr(a, "wait_lock_s", 0.0), profile=getattr(a, "profile", None),
-                   supersede=getattr(a, "supersede", False))
+                   supersede=getattr(a, "supersede", False), prime=getattr(a, "prime", False))
 
 
 @dataclass(kw_only=True)
@@ -219,6 +224,8 @@ def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
     if args.resume:
         for p in planned:
             p.reuse = reusable(p, args.retry_failed)
+    if args.prime:
+        planned = prime.with_primes(study_dir, planned, lambda s: (s.leg_env.leg.name, s.model.name, s.arm.name))
     return sc, study_dir, planned
 
 
