@@ -234,3 +234,12 @@ def test_prime_runs_one_engine_per_leg_first_keeps_it_apart_and_never_reuses_it(
     assert measured == ["harness-no-prefix-cache-prime/r2", "harness-no-prefix-cache/r3", "vllm-bench-no-prefix-cache/r3"]
     assert (tmp_path / "r" / "t" / "runs" / "t" / "cpu-0.32.0" / "m" / "thr" / "harness-no-prefix-cache-prime" / "r1"
             / "results.json").exists()
+
+
+def test_a_crosscheck_record_from_a_newer_harness_is_one_line_naming_it(tmp_path):
+    from harness.core.errors import UserError
+    from harness.schema import crosscheck as schema
+
+    (tmp_path / "x.json").write_text(json.dumps({"schema_version": schema.SCHEMA_VERSION + 1, "rows": []}))
+    with pytest.raises(UserError, match=r"x\.json.*schema_version 4 is not one this harness reads"):
+        schema.read(tmp_path / "x.json")

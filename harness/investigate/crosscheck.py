@@ -153,10 +153,7 @@ def _split_legacy(study_dir: Path) -> None:
 
 
 def _read(path: Path) -> CrosscheckRecord:
-    try:
-        return crosscheck_file.read(path)
-    except (OSError, ValueError) as e:
-        raise UserError(f"{path}: not a readable crosscheck record ({str(e).splitlines()[0]})") from None
+    return crosscheck_file.read(path)
 
 
 def load_all(study_dir: Path) -> list[dict]:

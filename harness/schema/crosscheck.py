@@ -23,7 +23,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.schema import record
+
 SCHEMA_VERSION = 3
+KIND = "crosscheck"
 
 
 class CrosscheckRow(BaseModel):
@@ -59,17 +62,27 @@ class CrosscheckRecord(BaseModel):
     prefix_caching: bool | None = None
 
 
+def _update_to_2(old: dict, path: Path) -> dict:
+    """Version 1 -> 2: the new row fields take their defaults."""
+    return {**old, "schema_version": 2}
+
+
+def _update_to_3(old: dict, path: Path) -> dict:
+    """Version 2 -> 3: the stored interval was Welch's, so each row reads as method "welch" with
+    `welch` copied from it, its pairs counted and no cold runs named."""
+    rows = old.get("rows")
+    if isinstance(rows, list):
+        rows = [{**r, "method": "welch", "n_pairs": len(r.get("pair_ratios") or []),
+                 "welch": {k: r.get(k) for k in ("ratio", "ci_low", "ci_high", "verdict")}}
+                if isinstance(r, dict) else r for r in rows]
+    return {**old, "schema_version": 3, "rows": rows}
+
+
+MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3}
+
+
 def read(path: Path) -> CrosscheckRecord:
-    rec = CrosscheckRecord.model_validate_json(path.read_text(encoding="utf-8"))
-    if rec.schema_version > SCHEMA_VERSION:
-        raise ValueError(f"{path}: crosscheck schema {rec.schema_version} is newer than this harness's {SCHEMA_VERSION}")
-    return migrate(rec)
-
-
-def migrate(rec: CrosscheckRecord) -> CrosscheckRecord:
-    """A record of an older version in the current form (see the format history)."""
-    if rec.schema_version >= 3:
-        return rec
-    rows = [row.model_copy(update={"method": "welch", "n_pairs": len(row.pair_ratios), "welch": {
-        "ratio": row.ratio, "ci_low": row.ci_low, "ci_high": row.ci_high, "verdict": row.verdict}}) for row in rec.rows]
-    return rec.model_copy(update={"rows": rows, "schema_version": SCHEMA_VERSION})
+    """One record, lifted to this version; a UserError naming the file if it is unreadable, newer than
+    this harness or not a valid record. No version has carried a `kind` key."""
+    return record.read_typed(path, KIND, CrosscheckRecord, SCHEMA_VERSION,  # type: ignore[return-value]
+                             migrations=MIGRATIONS, kind_since=SCHEMA_VERSION + 1)
