@@ -53,18 +53,23 @@ def _read(path: Path) -> str:
         return ""
 
 
+def engine_state(run_dir: Path, group_log: str | None = None) -> State | None:
+    """The compile state of the engine that timed the run in `run_dir`: its own log, or, for a run of
+    an engine group, its group's instance log (`group_log`, relative to the run), where the engine
+    started."""
+    state = compile_state(_read(run_dir / "run.log"))
+    if state is None and group_log:
+        state = compile_state(_read((run_dir / group_log).resolve()))
+    return state
+
+
 def run_state(run_dir: Path) -> tuple[State | None, str | None]:
-    """The compile state of the engine that timed this run, and the machine it ran on. A run of an
-    engine group reads its group's instance log, where the engine started."""
+    """The compile state of the engine that timed this run, and the machine it ran on, from its record."""
     try:
         rec = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None, None
-    state = compile_state(_read(run_dir / "run.log"))
-    group_log = (rec.get("engine") or {}).get("group_log")
-    if state is None and group_log:
-        state = compile_state(_read((run_dir / group_log).resolve()))
-    return state, machine_of(rec.get("manifest") or {})
+    return engine_state(run_dir, (rec.get("engine") or {}).get("group_log")), machine_of(rec.get("manifest") or {})
 
 
 def machine_of(manifest: dict) -> str | None:

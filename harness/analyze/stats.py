@@ -77,8 +77,8 @@ def paired_ratio(old: Sequence[float], new: Sequence[float], *, confidence: floa
     pass" for one, "too few repeats" for two, "missing" for none (an unpaired comparison is `ratio`'s
     business)."""
     old_a, new_a = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
-    common = dict(n_old=len(old_a), n_new=len(new_a), spread_old=spread(old_a) if len(old_a) else None,
-                  spread_new=spread(new_a) if len(new_a) else None, alpha=1 - confidence, method=PAIRED_METHOD)
+    common = dict(n_old=len(old_a), n_new=len(new_a), spread_old=spread(old_a), spread_new=spread(new_a),
+                  alpha=1 - confidence, method=PAIRED_METHOD)
     if len(old_a) != len(new_a):
         raise ValueError(f"paired_ratio: {len(old_a)} and {len(new_a)} values are not pairs")
     if len(old_a) == 0:

@@ -13,12 +13,12 @@ the timed region.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-import statistics
 import hashlib
 import json
 import os
 import re
+import statistics
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.core import paths
@@ -273,7 +273,7 @@ def summarize(records: list[record.RunRecord], unmeasured: Sequence[str] = (), s
             "failed": [f"{r.arm} r{r.repeat}: {r.failure.reason}" for arm, rs in by_arm.items() for r in rs
                        if r.status != "ok" and r.failure and not prime.is_prime(arm)],
             "unmeasured": [u for u in unmeasured if u.split("/")[1:4] == [leg, _safe(model), wl]],
-            "pair_ratios": _pairs(ours, theirs),
+            "pair_ratios": [h / v for h, v in pairs],
             "cold_runs": _cold(study_dir, ours, theirs),
         })
     return CrosscheckRecord(rows=rows).model_dump(exclude_none=False)
@@ -286,7 +286,8 @@ def _cold(study_dir: Path | None, ours: list[record.RunRecord], theirs: list[rec
         return []
     return [f"{side} r{r.repeat}" for side, rs in (("harness", ours), ("vLLM", theirs))
             for r in sorted(rs, key=lambda r: r.repeat)
-            if coldstart.run_state(Path(study_dir) / "runs" / r.run_id)[0] == "compiled"]
+            if coldstart.engine_state(Path(study_dir) / "runs" / r.run_id,
+                                      r.engine.group_log if r.engine else None) == "compiled"]
 
 
 def _pair_values(ours: list[record.RunRecord], theirs: list[record.RunRecord]) -> list[tuple[float, float]]:
@@ -297,11 +298,6 @@ def _pair_values(ours: list[record.RunRecord], theirs: list[record.RunRecord]) -
     by_rep = {r.repeat: r for r in theirs}
     return [(r.metrics.total_tok_s, v.metrics.total_tok_s) for r in sorted(ours, key=lambda r: r.repeat)
             if (v := by_rep.get(r.repeat)) and v.metrics.total_tok_s and v.invocation_id == r.invocation_id]
-
-
-def _pairs(ours: list[record.RunRecord], theirs: list[record.RunRecord]) -> list[float]:
-    """harness ÷ vLLM within each repeat that has both sides, in repeat order."""
-    return [h / v for h, v in _pair_values(ours, theirs)]
 
 
 def _fmt(v: float | None, pattern: str = "{:,.0f}") -> str:
