@@ -129,6 +129,11 @@ class ColdSummary:
     later: tuple[int, int]                 # the other cells: (slower, cells), not tested
 
 
+def _median_init(d: pd.DataFrame) -> float | None:
+    s = pd.to_numeric(d["engine_init_s"], errors="coerce").dropna()
+    return float(s.median()) if len(s) else None
+
+
 def summarize(frame: pd.DataFrame) -> ColdSummary:
     from scipy import stats as sps
 
@@ -142,15 +147,11 @@ def summarize(frame: pd.DataFrame) -> ColdSummary:
         use = near if len(near) else warm
         cm, wm = float(cold["value"].median()), float(use["value"].median())
         speed = cm / wm if g["kind"].iloc[0] == "throughput" else wm / cm
-
-        def init(d: pd.DataFrame) -> float | None:
-            s = pd.to_numeric(d["engine_init_s"], errors="coerce").dropna()
-            return float(s.median()) if len(s) else None
         cold = cold.sort_values("repeat")
         cells.append(ColdCell(**dict(zip(CELL, key)), cold=tuple(cold["value"]), cold_repeats=tuple(cold["repeat"]),
                               warm=tuple(use["value"]), same_machine=bool(len(near)), speed=speed,
                               first=bool((cold["position"] == 1).all()),
-                              cold_init_s=init(cold), warm_init_s=init(use)))
+                              cold_init_s=_median_init(cold), warm_init_s=_median_init(use)))
     first = [c for c in cells if c.first]
     k = sum(c.speed < 1 for c in first)
     p = float(sps.binomtest(k, len(first)).pvalue) if len(first) >= MIN_CELLS else None
