@@ -5,11 +5,12 @@
 #      engine first, kept under arm prime-no-prefix-cache, so that the new pairs start on warm caches.
 #   K  timed share: one group of Llama-3.1-8B's four text workloads on h200-0.24.0, each repeating its pass
 #      until 30 s are timed (scenarios/h200-timed-share.yaml, series long-timed).
-# Started by `tools/machine.sh setup` under setsid (pack.sh with DRIVER=drive-h; only site-0.24.0 is needed,
-# but the stream carries 0.26.0 first).
+#   M  while the lease lasts: two more pairs for the same row (repeats 6, --resume: r1-r4 reused).
+# Started by `tools/machine.sh setup` under setsid (VERSIONS=0.24.0 DRIVER=drive-h pack.sh: only
+# site-0.24.0 travels, and the harness runs from it too; its other wheels are 0.26.0's but for four pins).
 set -u
 cd /root/repo
-export PYTHONPATH=/root/site-0.26.0 PYTHONUNBUFFERED=1
+export PYTHONPATH=/root/site-0.24.0 PYTHONUNBUFFERED=1
 R=/root/R
 LLAMA="Llama-3.1-8B (dummy weights)"
 log() { echo "$(date -u +%FT%TZ) $*" >> "$R/drive.log"; }
@@ -28,4 +29,8 @@ log "K: timed share, $LLAMA on h200-0.24.0, 30 s timed per workload"
 python3 -m harness sweep h200-timed-share --study h200-ablation --results "$R" --leg h200-0.24.0 \
     >> "$R/sweep-K.log" 2>&1
 log "K $(said $?)"
+log "M: crosscheck h200-0.24.0, $LLAMA mixed, repeats 6 (r1-r4 reused), --resume"
+python3 -m harness crosscheck h200-ablation --results "$R" --leg h200-0.24.0 --model "$LLAMA" --workload mixed \
+    --repeats 6 --resume >> "$R/crosscheck-M.log" 2>&1
+log "M $(said $?)"
 log "drive-h done"
