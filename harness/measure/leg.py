@@ -307,6 +307,11 @@ def ensure(env: LegEnv) -> BuildReport:
         if step == "install":
             (env.root / "requirements.lock").write_text(env.lock)
         proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode and step == "install" and "unsatisfiable" in proc.stderr:
+            # The lock was resolved from the index moments ago; an index whose listings disagree for a
+            # while (a mirror catching up with a new release) can hide a locked version from the next
+            # request. Once more with the index read afresh, before calling the lock uninstallable.
+            proc = subprocess.run([*cmd, "--refresh"], capture_output=True, text=True)
         if proc.returncode:
             shutil.rmtree(env.root, ignore_errors=True)
             raise LegEnvError(env.leg.name, step, proc.returncode, proc.stderr, path=leg_path(env.leg.name))
