@@ -15,6 +15,10 @@ def fmt_tok_s(v: float | None) -> str:
     return MISSING if v is None or pd.isna(v) else f"{v:,.0f}"
 
 
+def fmt_share(v: float | None) -> str:
+    return MISSING if v is None or pd.isna(v) else f"{v:.1%}"
+
+
 def fmt_ms(v: float | None) -> str:
     return MISSING if v is None or pd.isna(v) else f"{v:.2f}"
 

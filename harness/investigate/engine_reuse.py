@@ -15,6 +15,7 @@ import pandas as pd
 
 from harness import workloads
 from harness.analyze.dataset import Dataset
+from harness.analyze.fmt import fmt_share
 from harness.analyze.stats import Ratio, ratio
 
 PER_RUN, PER_GROUP = "per-run", "per-group"
@@ -76,9 +77,6 @@ def reuse_frame(rows: list[ReuseRow]) -> pd.DataFrame:
 
 
 def reuse_md(rows: list[ReuseRow]) -> str:
-    def pct(v: float | None) -> str:
-        return "—" if v is None else f"{v:.1%}"
-
     lines = ["| leg | model | workload | n (run / group) | per-group ÷ per-run [95% CI] | verdict | "
              "spread run / group | timed share run / group |",
              "|---|---|---|---|---|---|---|---|"]
@@ -87,8 +85,8 @@ def reuse_md(rows: list[ReuseRow]) -> str:
         val = "—" if r.ratio.value is None else f"{r.ratio.value:.3f}"
         wl = r.workload if r.arm == "default" else f"{r.workload} ({r.arm})"
         lines.append(f"| {r.leg} | `{r.model}` | {wl} | {len(r.per_run)} / {len(r.per_group)} | {val}{ci} | "
-                     f"{r.ratio.verdict} | {pct(r.ratio.spread_old)} / {pct(r.ratio.spread_new)} | "
-                     f"{pct(r.timed_share_per_run)} / {pct(r.timed_share_per_group)} |")
+                     f"{r.ratio.verdict} | {fmt_share(r.ratio.spread_old)} / {fmt_share(r.ratio.spread_new)} | "
+                     f"{fmt_share(r.timed_share_per_run)} / {fmt_share(r.timed_share_per_group)} |")
     lines.append("")
     lines.append("_Above 1.00x the workload measured faster on an engine that had served the group's earlier "
                  "workloads. Ratios of medians over the repeats of each mode; the verdict is the project's "

@@ -42,6 +42,7 @@ from harness.publish.sections import overview as _overview
 from harness.publish.sections import serving as _serving
 from harness.publish.sections import profile as _profile
 from harness.publish.sections import supporting as _supporting
+from harness.publish.sections import sweeptime as _sweeptime
 from harness.publish.strict import ClaimFailed
 from harness.publish.study import Study, load_study, series_canons, tristate
 
@@ -72,10 +73,11 @@ links_md, citation_md = _nav.links_md, _nav.citation_md
 serving_md, serving_figures = _aligned(_serving.serving_md), _serving.serving_figures
 profile_md = _aligned(_profile.profile_md)
 coldstart_md = _aligned(_cold.coldstart_md)
+sweeptime_md = _aligned(_sweeptime.sweeptime_md)
 
 __all__ = [
     "QMD", "Claim", "ClaimFailed", "ClaimParams", "Note", "Png", "RenderError", "RenderResult", "Step", "Study",
-    "about_md", "answer_md", "citation_md", "links_md", "notes_md", "ratio_caption_md", "card_body", "card_header", "card_text", "claims_md", "coldstart_md", "coverage_figure", "coverage_md",
+    "about_md", "answer_md", "citation_md", "links_md", "notes_md", "ratio_caption_md", "card_body", "card_header", "card_text", "claims_md", "coldstart_md", "sweeptime_md", "coverage_figure", "coverage_md",
     "crosscheck_section_md", "diagnostics_intro_md", "dispersion_figure", "drift_figure", "failures_md", "findings", "headline_md",
     "intro_md", "latency_md", "profile_md", "limitations_md", "load_study", "ratio_figure", "render", "series_canons",
     "series_figures", "show", "show_all", "side_records_md", "sources_md", "stack_md", "steps", "supporting_md",
