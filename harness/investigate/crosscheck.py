@@ -46,6 +46,12 @@ HARNESS_ARM = "default"
 # H200 mixed workload); the harness draws independent random ids. With prefix caching on, the two
 # benchmarks do different work. Off (the default here), they do the same.
 NO_PREFIX_CACHE = {"enable_prefix_caching": False}
+NO_PREFIX_CACHE_SUFFIX = "-no-prefix-cache"
+
+
+def is_crosscheck_arm(arm: str) -> bool:
+    """An arm only the crosscheck makes: vLLM's side, and the harness side with prefix caching off."""
+    return arm in (VLLM_ARM, VLLM_ARM + NO_PREFIX_CACHE_SUFFIX, "harness" + NO_PREFIX_CACHE_SUFFIX)
 
 
 def _arm(spec: RunSpec, name: str, description: str, extra: dict) -> Arm:
@@ -61,7 +67,7 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
     warm caches; it never enters the summary."""
     sc, study_dir, planned = plan(dataclasses.replace(args, prime=False))
     extra = {} if prefix_caching else NO_PREFIX_CACHE
-    suffix = "" if prefix_caching else "-no-prefix-cache"
+    suffix = "" if prefix_caching else NO_PREFIX_CACHE_SUFFIX
     pairs: list[PlannedRun] = []
     harness_side: dict[tuple[str, str], RunSpec] = {}
     for p in planned:
@@ -201,7 +207,7 @@ def from_records(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
     sc_file = scenario_path(args.scenario)
     sc = load_scenario(sc_file)
     study_dir = paths.inside(args.results, args.study or sc.name)
-    suffix = "" if prefix_caching else "-no-prefix-cache"
+    suffix = "" if prefix_caching else NO_PREFIX_CACHE_SUFFIX
     arms = (HARNESS_ARM if prefix_caching else "harness" + suffix, VLLM_ARM + suffix)
     repeats = args.repeats or sc.repeats
     found: dict[tuple[str, str, str], list[record.RunRecord]] = {}

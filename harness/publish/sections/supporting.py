@@ -8,12 +8,13 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from harness.analyze.tables import MISSING, _legs, markdown_table, model_order, ticked
+from harness import workloads
+from harness.analyze.tables import MISSING, _legs, markdown_table, model_order, order_frame, ticked
 from harness.core.errors import UserError
 from harness.publish import wording as w
 from harness.publish.study import Study
 
-SeriesKind = Literal["exit-status", "repeats", "arms"]
+SeriesKind = Literal["exit-status", "repeats", "one-leg", "arms"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,14 +26,46 @@ class Supporting:
 
 
 def series_kind(r: pd.DataFrame) -> SeriesKind:
-    """What a supporting series is, from its records: exit status only, repeats of one arm, or arms."""
+    """What a supporting series is, from its records: exit status only, repeats of one arm (on two legs
+    or more, or on one), or arms."""
     if not (r["throughput_tok_s"].notna().any() or r["ms_per_token"].notna().any()):
         return "exit-status"
     base = r[r["arm"] == "baseline"]
     if len(base) and (base["status"] != "ok").all():
         # A failing baseline and arms that each change one thing: a falsification matrix, whatever passed.
         return "exit-status"
-    return "repeats" if set(r["arm"]) == {"default"} else "arms"
+    if set(r["arm"]) != {"default"}:
+        return "arms"
+    return "repeats" if r.loc[r["status"] == "ok", "leg"].nunique() > 1 else "one-leg"
+
+
+def one_leg_values(st: Study, series: str) -> pd.DataFrame:
+    """A series measured on one leg: its canonical cells with their spread and where each run's time
+    went (medians over the repeats). Nothing to compare, so no ratio and no verdict."""
+    canon = st.series[series]
+    runs = canon.runs
+    rows = []
+    for c in canon.cells.to_dict("records"):
+        r = runs[(runs["leg"] == c["leg"]) & (runs["model"] == c["model"]) & (runs["workload"] == c["workload"])]
+        samples = [float(x) for x in c["samples"]]
+        rows.append({"leg": c["leg"], "model": c["model"], "workload": c["workload"], "kind": c["kind"],
+                     "value": float(c["value"]), "n": int(c["n"]),
+                     "spread": (max(samples) - min(samples)) / float(c["value"]) if len(samples) > 1 else None,
+                     "timed_s": r["timed_s"].median(), "wall_s": r["wall_s"].median(),
+                     "engine_mode": ", ".join(sorted(set(r["engine_mode"].dropna())))})
+    out = pd.DataFrame(rows, columns=["leg", "model", "workload", "kind", "value", "n", "spread", "timed_s",
+                                      "wall_s", "engine_mode"])
+    return order_frame(canon, out) if len(out) else out
+
+
+def _side_runs(r: pd.DataFrame) -> pd.Series:
+    """Runs other diagnostics made in a series' own folder: the crosscheck's, primers, profiled runs.
+    Their arms are not the series' arms: a main series holding them still answers with its default arm."""
+    from harness.investigate.crosscheck import is_crosscheck_arm
+    from harness.measure.prime import is_prime
+
+    return (r["arm"].map(lambda a: is_crosscheck_arm(a) or is_prime(a))
+            | r["profiled"].fillna(False).astype(bool))
 
 
 def supporting(st: Study) -> list[Supporting]:
@@ -45,7 +78,7 @@ def supporting(st: Study) -> list[Supporting]:
     out: list[Supporting] = []
     names = sorted(set(recs["series"]) - {st.canon.series})
     main = recs[recs["series"] == st.canon.series]
-    if len(main) and set(main["arm"]) - {"default"}:
+    if len(main) and set(main.loc[~_side_runs(main), "arm"]) - {"default"}:
         # The main series itself compares arms (an arm or falsification study): its arms are the answer,
         # and the tables, which hold the default arm only, do not show them.
         names = [st.canon.series, *names]
@@ -59,6 +92,8 @@ def supporting(st: Study) -> list[Supporting]:
                 d = dx.falsification_matrix(st.ds, series=name, baseline=base)
             elif kind == "repeats":
                 d = dx.repeat_study(st.ds, series=name)
+            elif kind == "one-leg":
+                d = one_leg_values(st, name)
             else:
                 d = dx.arm_table(st.ds, series=name)
         except UserError as e:
@@ -86,6 +121,8 @@ def supporting_md(st: Study) -> str:
             tab["arm"] = [f"`{a}`" + ("" if row.same_leg else f" ({st.canon.study.label(row.leg)})")
                           for a, row in zip(tab["arm"], d.rows.itertuples())]
             out += [markdown_table(tab.fillna(MISSING)), "", dx.single_variable_conclusion(d).text, ""]
+        elif kind == "one-leg":
+            out += [_one_leg_md(st, d), ""]
         elif kind == "repeats":
             out += [markdown_table(d.display), ""] + [f"- {x}" for x in dx.repeat_conclusion(d)] + [""]
             out += [f"_{n}_" for n in d.notes] + [""]
@@ -93,6 +130,22 @@ def supporting_md(st: Study) -> str:
             out += [markdown_table(d.display), ""] + [f"- {x}" for x in dx.arm_conclusion(d)] + [""]
             out += [f"_{n}_" for n in d.notes] + [""]
     return "\n".join(out) + "\n" if out else "The study holds no series besides the main one.\n"
+
+
+def _one_leg_md(st: Study, d: pd.DataFrame) -> str:
+    if not len(d):
+        return "_No canonical run in this series._"
+    disp = pd.DataFrame({
+        "leg": [st.canon.study.label(x) for x in d["leg"]], "model": [ticked(m) for m in d["model"]],
+        "workload": d["workload"],
+        "median": [f"{workloads.kind(k).METRIC.fmt(v)} {workloads.kind(k).METRIC.unit}" for k, v in zip(d["kind"], d["value"])],
+        "n": d["n"].astype(str),
+        "spread": [MISSING if pd.isna(x) else f"{x:.1%}" for x in d["spread"]],
+        "timed s / run": [MISSING if pd.isna(x) else f"{x:.1f}" for x in d["timed_s"]],
+        "wall s / run": [MISSING if pd.isna(x) else f"{x:.1f}" for x in d["wall_s"]],
+        "engine": d["engine_mode"]})
+    return (markdown_table(disp) + "\n\nOne leg only: medians of its repeats and their spread (max − min over the "
+            "median), no ratio and no verdict. A per-group engine's start is in the wall time of its group's first run.")
 
 
 def mixed_versions(st: Study) -> list[str]:
