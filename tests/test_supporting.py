@@ -41,3 +41,8 @@ def test_side_runs_are_the_crosscheck_primers_and_profiles():
     assert side == {"harness-no-prefix-cache", "vllm-bench-no-prefix-cache", "harness-no-prefix-cache-prime",
                     "default-profiled"}
     assert not sup._side_runs(main[main["arm"] == "default"]).any()
+
+
+def test_series_figures_draw_no_figure_for_a_one_leg_series():
+    st = report.load_study(STUDY)
+    assert report.series_figures(st) == []

@@ -142,8 +142,9 @@ def series_figures(st: Study) -> list[Png | Note]:
                                                           provenance=d.provenance)))
         elif s.kind == "repeats":
             out.append(show(figures.repeat_strip(d.samples, title=f"Series {name}: {d.model}")))
-        else:
+        elif s.kind == "arms":
             out.append(show(figures.arm_bars(d.table, title=f"Series {name}: {d.model} {d.workload}")))
+        # one-leg: its table says it all; a strip of one leg's repeats would only repeat the spread column
     return out
 
 

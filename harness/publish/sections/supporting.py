@@ -144,8 +144,10 @@ def _one_leg_md(st: Study, d: pd.DataFrame) -> str:
         "timed s / run": [MISSING if pd.isna(x) else f"{x:.1f}" for x in d["timed_s"]],
         "wall s / run": [MISSING if pd.isna(x) else f"{x:.1f}" for x in d["wall_s"]],
         "engine": d["engine_mode"]})
+    group = (" A per-group engine's start is in the wall time of its group's first run."
+             if d["engine_mode"].str.contains("per-group").any() else "")
     return (markdown_table(disp) + "\n\nOne leg only: medians of its repeats and their spread (max − min over the "
-            "median), no ratio and no verdict. A per-group engine's start is in the wall time of its group's first run.")
+            "median), no ratio and no verdict." + group)
 
 
 def mixed_versions(st: Study) -> list[str]:
