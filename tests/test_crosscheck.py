@@ -243,3 +243,23 @@ def test_a_crosscheck_record_from_a_newer_harness_is_one_line_naming_it(tmp_path
     (tmp_path / "x.json").write_text(json.dumps({"schema_version": schema.SCHEMA_VERSION + 1, "rows": []}))
     with pytest.raises(UserError, match=r"x\.json.*schema_version 4 is not one this harness reads"):
         schema.read(tmp_path / "x.json")
+
+
+def test_a_legacy_record_gives_way_in_the_view_to_a_record_with_settings(tmp_path):
+    """The split's legacy files (no settings) and a later record of the same row: the view shows the later
+    one only; the legacy file stays, and a row only it holds is still shown."""
+    row = {"leg": "l", "model": "m", "workload": "w", "harness_tok_s": [1.0], "vllm_tok_s": [1.0], "ratio": 0.9}
+    other = row | {"workload": "w2"}
+    folder = tmp_path / "crosscheck"
+    folder.mkdir()
+    (folder / "l--m--w--legacy.json").write_text(json.dumps(
+        {"schema_version": 3, "rows": [row], "prefix_caching": True, "settings": None}))
+    (folder / "l--m--w2--legacy.json").write_text(json.dumps(
+        {"schema_version": 3, "rows": [other], "prefix_caching": True, "settings": None}))
+    (folder / "l--m--w--abc.json").write_text(json.dumps(
+        {"schema_version": 3, "rows": [row | {"ratio": 0.95}], "prefix_caching": True,
+         "settings": {"prefix_caching": True}}))
+    cc.write_views(tmp_path)
+    rows = json.loads((tmp_path / "crosscheck-prefix-caching.json").read_text())["rows"]
+    assert sorted((r["workload"], r["ratio"]) for r in rows) == [("w", 0.95), ("w2", 0.9)]
+    assert (folder / "l--m--w--legacy.json").exists()

@@ -177,6 +177,10 @@ def load_all(study_dir: Path) -> list[dict]:
     return [_read(p).model_dump() | {"path": str(p)} for p in files]
 
 
+def _row_key(row: dict) -> tuple[str, str, str]:
+    return row["leg"], row["model"], row["workload"]
+
+
 def write_views(study_dir: Path) -> None:
     """crosscheck.json / .md and their -prefix-caching pair: every kept record's rows together."""
     recs = load_all(study_dir)
@@ -184,7 +188,12 @@ def write_views(study_dir: Path) -> None:
         mine = [r for r in recs if bool(r.get("prefix_caching")) == pc]
         if not mine:
             continue
-        view = {"schema_version": crosscheck_file.SCHEMA_VERSION, "rows": [row for r in mine for row in r["rows"]],
+        # A record from before settings were kept (the split's "legacy" files) stands for its row until a
+        # record with settings covers the same (leg, model, workload): a later crosscheck, or the same
+        # runs summarised again. Its file stays; the view shows the row once.
+        keyed = {_row_key(row) for r in mine if r.get("settings") is not None for row in r["rows"]}
+        rows = [row for r in mine for row in r["rows"] if r.get("settings") is not None or _row_key(row) not in keyed]
+        view = {"schema_version": crosscheck_file.SCHEMA_VERSION, "rows": rows,
                 "invocation_id": mine[-1].get("invocation_id"), "scenario": mine[-1].get("scenario"),
                 "prefix_caching": pc}
         record.write_json_atomic(paths.inside(study_dir, f"{name}.json"), view)
