@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from harness.analyze import sweeptime
 from harness.analyze.fmt import fmt_share as pct
+from harness.publish import wording as w
 from harness.publish.study import Study
 
 
@@ -22,13 +23,14 @@ def sweeptime_md(st: Study) -> str:
     sm = sweeptime_section(st)
     if sm is None or not sm.wall_s:
         return ""
-    left = (f" {sm.left_out} invocation(s) enter no sum: cut off before their index was closed (a lease ended "
-            f"under them), or partial (some of their records were measured over since)." if sm.left_out else "")
+    left = (f" {w.n(sm.left_out, 'invocation')} {w.v(sm.left_out, 'enters', 'enter')} no sum: cut off before "
+            f"the index was closed (a lease ended under it), or partial (some of its records were measured over "
+            f"since)." if sm.left_out else "")
     out = ["### Sweep time: how much of it was measurement", "",
            f"Each sweep or crosscheck invocation's wall time is its index's, first run started to last run finished; "
            f"timed seconds are its runs' timed passes, engine start their engines' initialisation (compile and "
            f"graph capture included, from an empty cache or the cache an earlier engine left). Over the "
-           f"{len(sm.invocations) - sm.left_out} invocations counted, {_minutes(sm.timed_s)} of "
+           f"{w.n(len(sm.invocations) - sm.left_out, 'invocation')} counted, {_minutes(sm.timed_s)} of "
            f"{_minutes(sm.wall_s)} minutes were timed ({pct(sm.share)}).{left} A per-run invocation pays one engine "
            f"start per run; a per-group one, one per group of workloads; a workload's own `min_timed_s` sets how "
            f"long it measures against that fixed cost.", "",
