@@ -112,6 +112,9 @@ class FakeServer:
     def alive(self) -> bool:
         return self._srv is not None
 
+    def settle(self, timeout_s: float) -> None:
+        pass  # a thread, not a process: nothing to reap
+
     def exit_reason(self) -> str:
         return "server stopped answering"
 

@@ -34,6 +34,8 @@ from harness.workloads import text
 
 SERVER = Path(__file__).resolve().parent / "worker" / "serve_server.py"
 HOST = "127.0.0.1"
+# How long a point whose requests failed waits to see whether the server died under it (see Server.settle).
+SETTLE_S = 2.0
 
 
 def free_port() -> int:
@@ -120,6 +122,15 @@ class Server:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def settle(self, timeout_s: float) -> None:
+        """Give a dying server up to `timeout_s` to be seen dead. A killed server's sockets close while
+        its process is torn down, before it can be reaped: its requests fail a moment before `alive()`
+        says so, and a point read in that moment would be taken for an overloaded live server's."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=timeout_s)
 
     def exit_reason(self) -> str:
         rc = None if self.proc is None else self.proc.poll()
@@ -267,6 +278,8 @@ def measure_point(server: Server, spec: RunSpec, p: kind.Point, prompts: list[li
     m = PointMetrics.model_validate(loadgen.summarize(run, slo_ttft_ms=work["slo_ttft_ms"],
                                                       slo_tpot_ms=work["slo_tpot_ms"]))
     reason = ""
+    if m.failed:
+        server.settle(SETTLE_S)
     if not server.alive():
         reason = f"{server.exit_reason()} during the point ({m.completed} of {m.requests} requests completed)"
     elif m.completed == 0:
