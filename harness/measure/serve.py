@@ -281,7 +281,9 @@ def measure_point(server: Server, spec: RunSpec, p: kind.Point, prompts: list[li
     if m.failed:
         server.settle(SETTLE_S)
     if not server.alive():
-        reason = f"{server.exit_reason()} during the point ({m.completed} of {m.requests} requests completed)"
+        # What the client saw too (an HTTP 500 before the server went): the server's log adds the cause.
+        seen = f"; requests: {'; '.join(m.errors)}" if m.errors else ""
+        reason = f"{server.exit_reason()} during the point ({m.completed} of {m.requests} requests completed{seen})"
     elif m.completed == 0:
         reason = f"no request completed: {'; '.join(m.errors) or 'no error text'}"
     emit(server.run_dir, "point_end", index=p.index, completed=m.completed, failed=m.failed, reason=reason)
