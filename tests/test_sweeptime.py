@@ -11,6 +11,7 @@ import pandas as pd
 from harness.analyze import dataset
 from harness.analyze import sweeptime as swt
 from harness.publish import report
+from harness.schema import sweep_index
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,6 +21,11 @@ def _index(d: Path, inv: str, start: str, end: str | None, runs: list[tuple[str,
     (d / f"{inv}.json").write_text(json.dumps({
         "schema_version": 2, "invocation_id": inv, "scenario": "s", "started_at": start, "finished_at": end,
         "engine": engine, "runs": [{"run_id": r, "reused": reused} for r, reused in runs]}))
+
+
+def _indexes(root: Path) -> list[sweep_index.SweepIndex]:
+    """The study's sweep indexes as the dataset parses them (these studies have no records to load)."""
+    return [sweep_index.parse(json.loads(p.read_text()), p) for p in sorted((root / "sweeps").glob("*.json"))]
 
 
 def _rec(inv: str, run_id: str, timed: float, init: float, mode: str) -> dict:
@@ -46,7 +52,7 @@ def test_shares_by_kind_and_left_out_invocations(tmp_path: Path) -> None:
         _rec("20260101T010000000-bbbbbb", "s/leg/m/w1/default/r2", 10.0, 20.0, "per-group"),
         _rec("20260101T020000000-cccccc", c, 99.0, 9.0, "per-run"),
         _rec("other", "s/leg/m/w9/default/r1", 5.0, 5.0, "per-group")])
-    invs = swt.invocations(tmp_path, recs)
+    invs = swt.invocations(_indexes(tmp_path), recs)
     assert [i.counted for i in invs] == [True, True, False, False]
     assert invs[2].wall_s is None and invs[2].engine == "per-run"   # the record's mode, not the index's
     assert invs[3].partial
@@ -72,7 +78,8 @@ def test_shipped_timed_share_series_matches_its_files() -> None:
             if not r["reused"]:
                 timed += json.loads((root / "runs" / r["run_id"] / "results.json").read_text())["timing"]["timed_s"]
     assert wall > 0
-    sm = swt.summarize(swt.invocations(root, dataset.load(root).records))
+    ds = dataset.load(root)
+    sm = swt.summarize(swt.invocations(ds.sweeps, ds.records))
     (kind,) = [k for k in sm.kinds if k.series == "long-timed"]
     assert kind.invocations == 3 and kind.left_out == 0
     assert abs(kind.share - timed / wall) < 1e-9
@@ -81,4 +88,4 @@ def test_shipped_timed_share_series_matches_its_files() -> None:
 
 
 def test_no_sweep_indexes_no_section(tmp_path: Path) -> None:
-    assert swt.invocations(tmp_path, pd.DataFrame(columns=["provenance"])) == []
+    assert swt.invocations(_indexes(tmp_path), pd.DataFrame(columns=["provenance"])) == []

@@ -105,6 +105,8 @@ class Dataset:
     # Run folders (relative to the study) a run was started in but that hold no record: the
     # measurement was cut off (a lease ended, the process was killed) or is still going.
     unfinished: tuple[str, ...] = ()
+    # Every readable sweep index, in time order (harness.analyze.sweeptime reads their start and end).
+    sweeps: tuple[sweep_index.SweepIndex, ...] = ()
 
     def __len__(self) -> int:
         return len(self.records)
@@ -145,7 +147,8 @@ def _str_list(meta: dict[str, Any], key: str, path: Path) -> tuple[str, ...]:
 
 
 def _sweep_index(root: Path, problems: list[Problem]
-                 ) -> tuple[dict[str, tuple[str, bool]], list[tuple[str, str]], set[tuple[str, str]], list[dict]]:
+                 ) -> tuple[dict[str, tuple[str, bool]], list[tuple[str, str]], set[tuple[str, str]], list[dict],
+                            list[sweep_index.SweepIndex]]:
     """run_id -> (invocation, reused) from the latest sweep index that lists the run; and every
     record an invocation superseded.
 
@@ -156,9 +159,10 @@ def _sweep_index(root: Path, problems: list[Problem]
     measured_here: set[tuple[str, str]] = set()
     order: list[str] = []
     superseded: list[dict] = []
+    parsed: list[sweep_index.SweepIndex] = []
     sweeps = root / "sweeps"
     if not sweeps.is_dir():
-        return latest, [], measured_here, superseded
+        return latest, [], measured_here, superseded, parsed
     for path in sorted(sweeps.glob("*.json")):
         try:
             idx = sweep_index.parse(json.loads(path.read_text(encoding="utf-8")), path)
@@ -168,6 +172,7 @@ def _sweep_index(root: Path, problems: list[Problem]
                     measured_here.add((r.run_id, idx.invocation_id))
                 order.append(r.run_id)
             superseded += [e | {"by": idx.invocation_id} for e in idx.superseded]
+            parsed.append(idx)
         except (OSError, UnicodeDecodeError, ValueError) as e:
             what = str(e).splitlines()[0] if not isinstance(e, ValidationError) else describe(e)
             problems.append(Problem(path=path, what=f"sweep index unreadable ({type(e).__name__}: {what}); ignored"))
@@ -177,7 +182,7 @@ def _sweep_index(root: Path, problems: list[Problem]
         parts = rid.split("/")
         if len(parts) >= 4 and (parts[2], parts[3]) not in pairs:
             pairs.append((parts[2], parts[3]))
-    return latest, pairs, measured_here, superseded
+    return latest, pairs, measured_here, superseded, parsed
 
 
 def _result_files(root: Path) -> tuple[list[Path], list[str]]:
@@ -323,7 +328,7 @@ def load(study_dir: Path | str) -> Dataset:
         raise UserError(f"{root}: not a study folder (neither study.yaml nor runs/ in it)")
     problems: list[Problem] = []
     meta = _study_meta(root)
-    reuse, sweep_pairs, measured_here, superseded = _sweep_index(root, problems)
+    reuse, sweep_pairs, measured_here, superseded, sweeps = _sweep_index(root, problems)
     rows: list[dict[str, Any]] = []
     files, unfinished = _result_files(root)
     for path in files:
@@ -362,7 +367,7 @@ def load(study_dir: Path | str) -> Dataset:
                                                            "model_order", "workload_order", "schema_version"}},
     )
     return Dataset(root=root, study=study, records=df, problems=tuple(problems), sweep_order=tuple(sweep_pairs),
-                   superseded=tuple(superseded), unfinished=tuple(unfinished))
+                   superseded=tuple(superseded), unfinished=tuple(unfinished), sweeps=tuple(sweeps))
 
 
 def _drop_duplicates(root: Path, rows: list[dict[str, Any]], problems: list[Problem]) -> list[dict[str, Any]]:

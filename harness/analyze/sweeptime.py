@@ -15,10 +15,9 @@ per-group sweeps and the crosscheck's one-engine-per-run invocations read apart.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 import pandas as pd
 
@@ -95,19 +94,12 @@ def _seconds(a: str | None, b: str | None) -> float | None:
     return (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds()
 
 
-def invocations(root: Path, records: pd.DataFrame) -> list[Invocation]:
-    """One entry per readable sweep index of the study that measured at least one run, in time order.
+def invocations(indexes: Sequence[sweep_index.SweepIndex], records: pd.DataFrame) -> list[Invocation]:
+    """One entry per sweep index (the dataset's, in time order) that measured at least one run.
     `records` is the dataset's record frame (measured records; others are ignored)."""
-    sweeps = root / "sweeps"
-    if not sweeps.is_dir():
-        return []
     recs = records[records["provenance"] == "measured"]
     out = []
-    for path in sorted(sweeps.glob("*.json")):
-        try:
-            idx = sweep_index.parse(json.loads(path.read_text(encoding="utf-8")), path)
-        except (OSError, UnicodeDecodeError, ValueError):
-            continue  # the dataset's loader reports unreadable indexes as problems; not repeated here
+    for idx in indexes:
         measured = [r.run_id for r in idx.runs if not r.reused]
         if not measured:
             continue

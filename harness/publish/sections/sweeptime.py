@@ -11,7 +11,7 @@ from harness.publish.study import Study
 
 
 def sweeptime_section(st: Study) -> sweeptime.SweepTime | None:
-    invs = sweeptime.invocations(st.root, st.ds.records)
+    invs = sweeptime.invocations(st.ds.sweeps, st.ds.records)
     return sweeptime.summarize(invs) if invs else None
 
 
