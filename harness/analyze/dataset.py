@@ -6,8 +6,10 @@ out; the rest loads. Older schema versions are migrated by `record.migrate`. A f
 `run.log` is read for failure attribution; a log that is not UTF-8 is reported and left out of it
 (the record itself still loads, attributed from what the record holds).
 
-Records are read with `json` and validated with `RunRecord.model_validate`; nothing else is parsed,
-so ten thousand records load in a few seconds.
+Records are read and their numbers checked by `harness.schema.checks` (the one validation every
+reader of a record goes through); nothing else is parsed, so ten thousand records load in a few
+seconds. A `main_series` in study.yaml that names no series of the records is a problem of study.yaml
+(a warning; `--strict` makes it an error), not silently empty tables.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 
-from harness.schema import record
+from harness.schema import checks
 from harness.core.errors import InvalidFileError, UserError
 from harness.schema import study as study_file
 from harness.schema import sweep_index
@@ -218,27 +220,8 @@ def _read_log(run_dir: Path, problems: list[Problem]) -> str | None:
         return None
 
 
-def _missing_metric(rec: RunRecord) -> str | None:
-    """A run that says `ok` but holds no value of its kind's metric measured nothing usable: it is
-    excluded as such, not quietly passed over."""
-    from harness import workloads
-
-    k = _kind(rec)
-    if rec.status != "ok" or k not in workloads.KINDS:
-        return None
-    key = workloads.kind(k).METRIC.key
-    return None if getattr(rec.metrics, key, None) is not None else f"status ok but metrics.{key} is missing (null)"
-
-
 def _kind(rec: RunRecord) -> str | None:
-    k = rec.workload_spec.get("kind")
-    if isinstance(k, str):
-        return k
-    if rec.metrics.throughput_tok_s is not None:
-        return "throughput"
-    if rec.metrics.ms_per_token is not None:
-        return "latency"
-    return None
+    return checks.kind_of(rec)
 
 
 def _row(rec: RunRecord, run_dir: Path, reuse: tuple[str, bool] | None, log: str | None) -> dict[str, Any]:
@@ -287,34 +270,9 @@ def _row(rec: RunRecord, run_dir: Path, reuse: tuple[str, bool] | None, log: str
     }
 
 
-def read_record(path: Path) -> RunRecord:
-    """One results.json, migrated and validated; UserError (one line) when it cannot be used."""
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise InvalidFileError(path, f"unreadable ({e.strerror})") from None
-    if not raw.strip():
-        raise InvalidFileError(path, "empty file")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise InvalidFileError(path, f"not UTF-8 (byte {e.start})") from None
-    except json.JSONDecodeError as e:
-        # A record is written whole or not at all (atomic rename), so an unclosed one was cut short
-        # by something else: a copy, a full disk, an archive.
-        text = raw.rstrip()
-        cut = e.pos >= len(text) - 1 or not text.endswith((b"}", b"]")) or e.msg.startswith("Unterminated")
-        what = "truncated JSON" if cut else "corrupt JSON"
-        raise InvalidFileError(path, f"{what} (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    if not isinstance(data, dict):
-        raise InvalidFileError(path, "not a JSON object")
-    try:
-        data = record.migrate(data, path)   # UserError, naming the path, for a too-new version
-        return RunRecord.model_validate(data)
-    except ValidationError as e:
-        raise InvalidFileError(path, f"not a valid run record: {describe(e)}") from None
-    except (KeyError, TypeError, ValueError) as e:
-        raise InvalidFileError(path, f"cannot migrate ({type(e).__name__}: {e})") from None
+# One results.json, migrated and validated; a one-line UserError naming the file when it cannot be
+# used. The schema's reader, which every other reader of a record goes through too.
+read_record = checks.read
 
 
 def load(study_dir: Path | str) -> Dataset:
@@ -337,9 +295,9 @@ def load(study_dir: Path | str) -> Dataset:
         except UserError as e:
             problems.append(Problem(path=path, what=str(e).removeprefix(f"{path}: ")))
             continue
-        why = rec.metrics.impossible() or _missing_metric(rec)
+        why = checks.metric_problem(rec)
         if why:
-            problems.append(Problem(path=path, what=f"impossible metric: {why}; record excluded", kind="excluded"))
+            problems.append(Problem(path=path, what=checks.excluded_why(why), kind="excluded"))
             continue
         log = _read_log(path.parent, problems) if rec.status != "ok" else None
         info = reuse.get(rec.run_id)
@@ -366,8 +324,24 @@ def load(study_dir: Path | str) -> Dataset:
         extra={k: v for k, v in meta.items() if k not in {"name", "title", "provenance", "main_series", "legs",
                                                            "model_order", "workload_order", "schema_version"}},
     )
+    if len(df) and study.main_series not in set(df["series"]):
+        problems.append(_no_main_series(yaml_path, study.main_series, df))
     return Dataset(root=root, study=study, records=df, problems=tuple(problems), sweep_order=tuple(sweep_pairs),
                    superseded=tuple(superseded), unfinished=tuple(unfinished), sweeps=tuple(sweeps))
+
+
+def _no_main_series(path: Path, name: str, df: pd.DataFrame) -> Problem:
+    """study.yaml's main_series names no series the records hold (a typo, or the default "main" in a
+    study whose series are named otherwise): every table of the main series would be silently empty."""
+    line = None
+    if path.is_file():
+        text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        line = next((i + 1 for i, ln in enumerate(text) if re.match(r"main_series\s*:", ln)), None)
+    where = f"main_series (line {line})" if line else "main_series (not set: the default)"
+    have = ", ".join(sorted(set(df["series"])))
+    return Problem(path=path, kind="note",
+                   what=f"{where}: {name!r} names no series of the study's records (series: {have}); "
+                        f"the main series' tables are empty")
 
 
 def _drop_duplicates(root: Path, rows: list[dict[str, Any]], problems: list[Problem]) -> list[dict[str, Any]]:

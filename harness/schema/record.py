@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -50,7 +49,8 @@ Provenance = Literal["measured", "transcribed"]
 
 
 # A metric is a number as written: a string or a boolean is refused, not coerced ("12.5" or true
-# would otherwise become a throughput). NaN and infinities parse; analysis excludes them by name.
+# would otherwise become a throughput). NaN and infinities parse; every reader excludes them by name
+# (harness.schema.checks).
 _Num = Field(None, strict=True)
 
 
@@ -67,26 +67,6 @@ class Metrics(Frozen):
     samples_ms_per_token: list[float] = Field(default_factory=list, strict=True)
     # Throughput workloads that repeat their timed pass: each pass's total tok/s (the metric is their median).
     samples_tok_s: list[float] = Field(default_factory=list, strict=True)
-
-    def impossible(self) -> str | None:
-        """Why these metrics cannot be a measurement (None if they can): every rate and time is
-        finite and positive; zero tokens per second or zero ms per token is no measurement."""
-        values = [(k, getattr(self, k)) for k in ("throughput_tok_s", "total_tok_s", "output_tok_s",
-                                                   "requests_per_s", "ms_per_token")]
-        values += [(f"samples_ms_per_token[{i}]", v) for i, v in enumerate(self.samples_ms_per_token)]
-        values += [(f"samples_tok_s[{i}]", v) for i, v in enumerate(self.samples_tok_s)]
-        for key, v in values:
-            if v is None:
-                continue
-            if math.isnan(v):
-                return f"metrics.{key} is NaN"
-            if math.isinf(v):
-                return f"metrics.{key} is infinite ({v})"
-            if v < 0:
-                return f"metrics.{key} is negative ({v:g})"
-            if v == 0:
-                return f"metrics.{key} is zero, which no run measures"
-        return None
 
 
 class Work(Frozen):

@@ -27,6 +27,9 @@ class Metric:
     title: str                  # table title
     digits: int                 # printed decimals
     thousands: bool = False     # "21,943" vs "3.82"
+    # A rate or a time: zero or less is no measurement, and a record holding one is excluded
+    # (harness.schema.checks). False for a metric that may be zero or negative (a difference, a score).
+    positive: bool = True
 
     def fmt(self, v: float) -> str:
         return f"{v:,.{self.digits}f}" if self.thousands else f"{v:.{self.digits}f}"
