@@ -44,7 +44,10 @@ def cmd_crosscheck(a: argparse.Namespace) -> int:
         print(tokenization_md(tokenization_cost(SweepArgs.from_cli_args(a))), end="")
         return 0
     if a.from_records:
-        print(crosscheck_md(from_records(SweepArgs.from_cli_args(a), prefix_caching=a.prefix_caching)), end="")
+        problems: list = []
+        summary = from_records(SweepArgs.from_cli_args(a), prefix_caching=a.prefix_caching, problems=problems)
+        _print_problems(problems)
+        print(crosscheck_md(summary), end="")
         return 0
     print(crosscheck_md(crosscheck(SweepArgs.from_cli_args(a), prefix_caching=a.prefix_caching)), end="")
     return 0
@@ -63,6 +66,21 @@ def cmd_serve_crosscheck(a: argparse.Namespace) -> int:
     for path in [*res.files, res.view]:
         print(f"serve-crosscheck: {path}", file=sys.stderr)
     return 0
+
+
+def _print_problems(problems) -> None:  # type: ignore[no-untyped-def]
+    """One stderr line per file a verb left out or kept (harness.analyze.dataset.Problem)."""
+    for p in problems:
+        print(f"warning: {p.path.resolve()}: {p.what}", file=sys.stderr)
+
+
+def _load(study_dir: Path):  # type: ignore[no-untyped-def]
+    """The study's Dataset, each file it could not use named on stderr (as `tables` does)."""
+    from harness.analyze.dataset import load
+
+    ds = load(study_dir)
+    _print_problems(ds.problems)
+    return ds
 
 
 def _warn_problems(study_dir: Path, *, strict: bool) -> None:

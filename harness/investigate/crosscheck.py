@@ -18,11 +18,12 @@ import json
 import os
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from harness.core import paths
 
+from harness.schema import checks
 from harness.schema import crosscheck as crosscheck_file
 from harness.schema import record
 from harness.schema.crosscheck import CrosscheckRecord
@@ -32,6 +33,7 @@ from harness.measure import leg as legmod, prime
 from harness.measure.run import WORKER, RunSpec
 from harness.measure.scenario import Arm, load_scenario, scenario_path
 from harness.analyze import coldstart
+from harness.analyze.dataset import Problem
 from harness.analyze.significance import PAIRED_MIN
 from harness.analyze.stats import paired_ratio, ratio
 from harness.measure.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
@@ -103,11 +105,14 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
     return summary
 
 
-def _write(study_dir: Path, summary: dict, records: list[record.RunRecord], prefix_caching: bool) -> None:
+def _write(study_dir: Path, summary: dict, records: list[record.RunRecord], prefix_caching: bool, *,
+           keep: Collection[Path] = ()) -> None:
     _split_legacy(study_dir)
     for row in summary["rows"]:
         settings = _settings(records, row, prefix_caching)
         path = key_path(study_dir, row, settings)
+        if path in keep:
+            continue
         record.write_json_atomic(path, {**summary, "rows": [row], "settings": settings})
     write_views(study_dir)
 
@@ -207,12 +212,17 @@ def _reusable_at(run_dir: Path, spec: RunSpec, args: SweepArgs) -> record.RunRec
     return reusable(PlannedRun(index=0, spec=spec, run_dir=run_dir), args.retry_failed)
 
 
-def from_records(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
+def from_records(args: SweepArgs, *, prefix_caching: bool = False, problems: list[Problem] | None = None) -> dict:
     """A crosscheck's summary from the records already in the study folder, measuring nothing: for a
     crosscheck cut short (a machine lease ended mid-series) and read back where its legs cannot be
     resolved. It never builds an env, so it checks what a fingerprint would: within each (leg, model,
     workload), every harness-side record must share engine arguments, workload and env (compat id),
-    and the vLLM side the env; the planned (arm, repeat) pairs without a finished record are named."""
+    and the vLLM side the env; the planned (arm, repeat) pairs without a finished record are named.
+
+    Every record is read through the schema's one check (harness.schema.checks): one that cannot be read,
+    or whose numbers cannot be a measurement (NaN, infinite, negative, zero), is left out and named in
+    `problems`; an earlier summary of a (leg, model, workload) that lost a record so is kept, not
+    rewritten from fewer pairs (named there too)."""
     sc_file = scenario_path(args.scenario)
     sc = load_scenario(sc_file)
     study_dir = paths.inside(args.results, args.study or sc.name)
@@ -221,11 +231,22 @@ def from_records(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
     repeats = args.repeats or sc.repeats
     found: dict[tuple[str, str, str], list[record.RunRecord]] = {}
     started: set[tuple[str, str, str, str, int]] = set()
+    problems = [] if problems is None else problems
+    lost: set[tuple[str, str]] = set()   # (leg, workload) of a record left out
     for run_dir in sorted((study_dir / "runs" / sc.name).glob("*/*/*/*/r*")):
         path = run_dir / "results.json"
         if run_dir.parts[-2] not in arms or not path.is_file():
             continue
-        r = record.read(path)
+        try:
+            r = checks.read_measured(path)
+        except UserError as e:
+            # Selected by its folder (series/leg/model/workload/arm/rK), since its contents cannot be trusted.
+            leg, wl, rep = run_dir.parts[-5], run_dir.parts[-3], run_dir.name[1:]
+            if not ((args.legs and leg not in args.legs) or (args.workloads and wl not in args.workloads)
+                    or (rep.isdigit() and int(rep) > repeats)):
+                problems.append(Problem(path=path, what=str(e).removeprefix(f"{path}: "), kind="excluded"))
+                lost.add((leg, wl))
+            continue
         # The harness side of a prefix-caching crosscheck is the sweep's default arm, which holds every
         # workload of the scenario; only throughput ones were crosschecked (as `crosscheck` plans them).
         if r.workload_spec.get("kind", "throughput") != "throughput":
@@ -237,6 +258,9 @@ def from_records(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
         started.add((r.leg, r.model, r.workload, r.arm, r.repeat))
     if prefix_caching:  # the default arm is the sweep's too: a key without a vLLM side was never crosschecked
         found = {k: v for k, v in found.items() if any(r.arm == arms[1] for r in v)}
+    if not found and problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UserError(f"{problems[0]}{more}; no other crosscheck record to summarise, nothing written")
     if not found:
         raise UserError(f"{study_dir}: no finished crosscheck record ({' / '.join(arms)}) matches; nothing to summarise")
     for key, recs in found.items():
@@ -255,8 +279,26 @@ def from_records(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
     if args.dry_run:
         return summary
     summary |= {"invocation_id": "from-records", "scenario": str(args.scenario), "prefix_caching": prefix_caching}
-    _write(study_dir, summary, records, prefix_caching)
+    keep = _kept_earlier(study_dir, summary, records, prefix_caching, lost, problems)
+    _write(study_dir, summary, records, prefix_caching, keep=keep)
     return summary
+
+
+def _kept_earlier(study_dir: Path, summary: dict, records: list[record.RunRecord], prefix_caching: bool,
+                  lost: set[tuple[str, str]], problems: list[Problem]) -> set[Path]:
+    """The earlier records a summary built without some of its records must not replace: a
+    (leg, model, workload) whose record was left out, where a summary of the same settings is kept."""
+    keep: set[Path] = set()
+    for row in summary["rows"]:
+        if (row["leg"], row["workload"]) not in lost:
+            continue
+        path = key_path(study_dir, row, _settings(records, row, prefix_caching))
+        if path.exists():
+            keep.add(path)
+            problems.append(Problem(path=path, kind="note", what=(
+                f"kept as it was: records of {row['leg']} / {row['model']} / {row['workload']} were left out "
+                f"(named above), so this summary ({row['n_pairs']} pairs) does not replace it")))
+    return keep
 
 
 def summarize(records: list[record.RunRecord], unmeasured: Sequence[str] = (), study_dir: Path | None = None) -> dict:
