@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import types
+import typing
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
@@ -16,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator, model_validator
 
 from harness import workloads
+from harness.workloads import limits
 
 from harness.core import paths
 from harness.core.errors import InvalidFileError
@@ -60,6 +63,8 @@ class Model(_Strict):
             raise ValueError(f"{v!r} cannot name a folder: printable, at most 128 characters, "
                              "not starting with '.'")
         return v
+
+    engine_args_checked = field_validator("engine_args")(lambda cls, v: _engine_args(v))
 
     @model_validator(mode="after")
     def _one_source(self) -> "Model":
@@ -112,15 +117,37 @@ class Workload(_Strict):
         for plugin in plugins:
             names = {f.name for f in dataclasses.fields(plugin.Params)}
             given = {k: rest.pop(k) for k in list(rest) if k in names}
+            _strict_bools(plugin.Params, given)
             try:
                 value = TypeAdapter(plugin.Params).validate_python(given)
             except ValidationError as e:
                 err = e.errors()[0]
-                key = ".".join(str(x) for x in err["loc"]) or next(iter(given), "params")
-                raise ValueError(f"{key}: {err['msg'].removeprefix('Value error, ')}") from None
+                msg = err["msg"].removeprefix("Value error, ")
+                # A field's own error has its key in loc; a check in __post_init__ has none, and its
+                # message starts with the key it refuses ("num_prompts: ..."), kept as it is.
+                loc = [x for x in err["loc"] if not (isinstance(x, str) and x.startswith("function-"))]
+                key = "".join(f"[{x}]" if isinstance(x, int) else (f".{x}" if i else str(x)) for i, x in enumerate(loc))
+                raise ValueError(f"{key}: {msg}" if key else msg) from None
             params |= dataclasses.asdict(value)
         # Whatever is left belongs to neither plugin: pydantic reports it as an unknown key.
         return base | rest | {"params": params}
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "Workload":
+        limits.at_most("input_len", self.input_len, limits.MAX_TOKENS, "tokens")
+        limits.at_most("output_len", self.output_len, limits.MAX_TOKENS, "tokens")
+        limits.at_most("warmup_iterations", self.warmup_iterations, limits.MAX_ITERATIONS, "iterations")
+        limits.at_most("min_passes", self.min_passes, limits.MAX_ITERATIONS, "passes")
+        if self.min_timed_s is not None:
+            limits.at_most("min_timed_s", self.min_timed_s, limits.MAX_TIMEOUT_S, "s (a week)")
+        prompts = prompts_per_pass(self.kind, self.params)
+        tokens = prompts * (self.input_len + self.output_len)
+        if tokens > limits.MAX_PASS_TOKENS:
+            key = next((k for k in ("num_prompts", "batch_size") if k in self.params), "input_len")
+            raise ValueError(f"{key}: {prompts:,} prompts x {self.input_len + self.output_len:,} tokens is "
+                             f"{tokens:,} tokens per pass, above the harness's limit of "
+                             f"{limits.MAX_PASS_TOKENS:,} ({limits.WHERE})")
+        return self
 
     @property
     def plugin(self) -> ModuleType:
@@ -136,6 +163,56 @@ class Workload(_Strict):
 
 
 _WORKLOAD_FIELDS = set(Workload.model_fields) - {"params"}
+
+
+def prompts_per_pass(kind: str, params: dict[str, Any]) -> int:
+    """Prompts a workload's timed pass builds: its prompt groups' sizes, summed."""
+    if kind == "latency":
+        return int(params.get("batch_size", 1)) * int(params.get("iterations", 1))
+    if kind == "serve":
+        points = len(params.get("concurrency") or [1]) * max(1, len(params.get("request_rate") or []))
+        return int(params.get("num_prompts", 1)) * points
+    return int(params.get("num_prompts", 1))
+
+
+def _strict_bools(params: type, given: dict[str, Any]) -> None:
+    """A plugin's boolean parameter takes true or false, nothing else: pydantic would read a quoted
+    "no" (or 0, or "off") as false, and a quoted "yes" as true, without a word."""
+    hints = typing.get_type_hints(params)
+    for k, v in given.items():
+        hint = hints.get(k)
+        if hint is bool or (typing.get_origin(hint) in (typing.Union, types.UnionType)
+                            and bool in typing.get_args(hint)):
+            if not isinstance(v, bool) and not (v is None and type(None) in typing.get_args(hint)):
+                raise ValueError(f"{k}: {v!r} is not a boolean; write true or false, unquoted")
+
+
+# Engine arguments the harness sets itself from another key; given in engine_args they would be
+# overridden (or clash) while the record kept them as if they had been used.
+HARNESS_SETS = {
+    "tensor_parallel_size": "the model's `tp` key",
+    "model": "the model's `path` or `architecture` key",
+    "tokenizer": "the model's `tokenizer` key",
+    "dtype": "the model's `dtype` key",
+    "seed": "the workload's `seed` key",
+    "served_model_name": "the harness (the model's name)",
+    "host": "the harness (the serve client's address)",
+    "port": "the harness (a free port per server)",
+}
+# What pydantic and YAML 1.1 would read as a boolean; quoted, it reaches vLLM as a (true) string.
+_BOOLISH = {"yes", "no", "on", "off", "true", "false", "y", "n"}
+
+
+def _engine_args(args: dict[str, Any], where: str = "engine_args") -> dict[str, Any]:
+    for k, v in args.items():
+        key = f"{where}.{k}"
+        if where == "engine_args" and k.replace("-", "_") in HARNESS_SETS:
+            raise ValueError(f"{key}: set by {HARNESS_SETS[k.replace('-', '_')]}; give it there, not in engine_args")
+        if isinstance(v, str) and v.strip().lower() in _BOOLISH:
+            raise ValueError(f"{key}: {v!r} is a quoted string, not a boolean; write true or false, unquoted")
+        if isinstance(v, dict):
+            _engine_args(v, key)
+    return args
 
 
 class Profile(_Strict):
@@ -156,6 +233,7 @@ class Arm(_Strict):
     profile: Profile | None = None
 
     name_is_folder = field_validator("name")(_path_name)
+    engine_args_checked = field_validator("engine_args")(lambda cls, v: _engine_args(v))
 
 
 class Scenario(_Strict):
@@ -174,6 +252,15 @@ class Scenario(_Strict):
     # so slow drift of the machine cannot line up with the version axis.
     order: Literal["alternate", "fixed", "shuffle"] = "alternate"
     order_seed: int = 0
+    # Paired design (harness.measure.paired): per (model, arm), `blocks` engine instances per leg, all
+    # legs' engines resident at once, `pairs` rounds of one timed pass per leg and workload in a
+    # balanced (or seeded random) leg order. serial: the repeats above, one leg at a time.
+    design: Literal["serial", "paired"] = "serial"
+    blocks: int = Field(2, ge=2)
+    pairs: int = Field(6, ge=1)
+    pair_order: Literal["balanced", "random"] = "balanced"
+    # Idle engines sleep (vLLM's sleep mode) between their passes: auto = on for CUDA legs, off on CPU.
+    sleep: Literal["auto", "on", "off"] = "auto"
     # Where the scenario's data is documented as reconstructed rather than known (e.g. the
     # published study did not state its prompt lengths), say so here; reports print it.
     notes: str = ""
@@ -196,6 +283,13 @@ class Scenario(_Strict):
                 if leg not in known:
                     raise ValueError(f"legs[{i}]: unknown leg {leg!r} (known: {', '.join(known)})")
         return legs
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "Scenario":
+        limits.at_most("repeats", self.repeats, limits.MAX_REPEATS, "repeats")
+        limits.timeout("timeout_s", self.timeout_s)
+        check_timed(self.workloads, self.timeout_s, "timeout_s")
+        return self
 
     @model_validator(mode="after")
     def _names(self) -> "Scenario":

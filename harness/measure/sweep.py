@@ -8,12 +8,13 @@ All leg envs are resolved and built before the first measurement. Each invocatio
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
 import uuid
 from datetime import datetime
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from harness import __version__, workloads
 from harness.core import paths
 from harness.core.errors import LegEnvError, UserError
 from harness.core.yamlio import read_yaml
-from harness.measure import dryrun, guard, leg as legmod, prime, supersede
+from harness.measure import dryrun, guard, leg as legmod, paired, prime, supersede
 from harness.schema import record, sweep_index
 from harness.schema import study as study_file
 from harness.measure.leg import LegEnv
@@ -64,6 +65,9 @@ class SweepArgs:
     profile: int | None = None         # profile this many timed calls per run, as arm `<arm>-profiled`
     supersede: bool = False            # measure over finished records (moved to superseded/ first)
     prime: bool = False                # an engine first per (leg, model, arm), in arm <arm>-prime (measure/prime.py)
+    design: str | None = None          # serial | paired; default: the scenario's (measure/paired.py)
+    blocks: int | None = None          # paired: engine blocks per leg; default: the scenario's
+    pairs: int | None = None           # paired: rounds per block; default: the scenario's
 
     @classmethod
     def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
@@ -100,6 +104,11 @@ class SweepArgs:
         p.add_argument("--profile", type=int, nargs="?", const=3, metavar="N",
                        help="profile the first N timed generate() calls of every run (default 3) with vLLM's torch "
                             "profiler hooks, as arm <arm>-profiled; never canonical numbers")
+        p.add_argument("--design", choices=["serial", "paired"],
+                       help="serial: one leg at a time, repeats outermost; paired: every leg's engine up at once, "
+                            "timed passes alternating between them in engine blocks (default: the scenario's)")
+        p.add_argument("--blocks", type=int, help="paired: engine instances per leg (at least 2)")
+        p.add_argument("--pairs", type=int, help="paired: rounds of one pass per leg and workload per block")
         p.add_argument("--no-diagnose", dest="diagnose", action="store_false",
                        help="do not re-run a failed run whose log names no cause with VLLM_LOGGING_LEVEL=DEBUG")
 
@@ -111,6 +120,10 @@ class SweepArgs:
             raise UserError("--timeout should be positive")
         if getattr(a, "profile", None) is not None and a.profile < 1:
             raise UserError("--profile should be at least 1")
+        if getattr(a, "blocks", None) is not None and a.blocks < 2:
+            raise UserError("--blocks should be at least 2 (engine instances are a level of their own)")
+        if getattr(a, "pairs", None) is not None and a.pairs < 1:
+            raise UserError("--pairs should be at least 1")
         return cls(scenario=a.scenario, results=a.results, study=a.study, legs=tuple(a.legs),
                    models=tuple(a.models), workloads=tuple(a.workloads), arms=tuple(a.arms),
                    repeats=a.repeats, resume=a.resume, retry_failed=a.retry_failed,
@@ -118,7 +131,9 @@ class SweepArgs:
                    dry_run=a.dry_run, offline=a.offline, executor=a.executor, ray_address=a.ray_address,
                    engine=a.engine, order=a.order, diagnose=getattr(a, "diagnose", True),
                    wait_lock_s=getattr(a, "wait_lock_s", 0.0), profile=getattr(a, "profile", None),
-                   supersede=getattr(a, "supersede", False), prime=getattr(a, "prime", False))
+                   supersede=getattr(a, "supersede", False), prime=getattr(a, "prime", False),
+                   design=getattr(a, "design", None), blocks=getattr(a, "blocks", None),
+                   pairs=getattr(a, "pairs", None))
 
 
 @dataclass(kw_only=True)
@@ -204,6 +219,10 @@ def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
     envs = resolve_envs(sc, legs, models, arms, offline=args.offline, dry_run=args.dry_run)
     sources = {m: model_source(sc_file, sc.model(m)) for m in models}
     engine = args.engine or sc.engine
+    design = paired_design(args, sc, legs, say=console.print)
+    if design is not None:
+        planned = _paired_plan(args, sc, study, study_dir, legs, models, arms, wanted_wl, envs, sources)
+        return sc, study_dir, planned
     planned: list[PlannedRun] = []
     for rep in range(1, (args.repeats or sc.repeats) + 1):
         for ln in leg_order(legs, rep, args.order or sc.order, sc.order_seed):
@@ -227,6 +246,69 @@ def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
     if args.prime:
         planned = prime.with_primes(study_dir, planned, lambda s: (s.leg_env.leg.name, s.model.name, s.arm.name))
     return sc, study_dir, planned
+
+
+def paired_design(args: SweepArgs, sc: Scenario, legs: list[str], *,
+                  say: Callable[[str], None] | None = None) -> paired.Design | None:
+    """The paired design's settings when this sweep uses it (None: serial). A CUDA leg that cannot
+    sleep makes it serial, said in one line through `say`."""
+    if (args.design or sc.design) != "paired":
+        return None
+    if len(legs) < 2:
+        raise UserError("the paired design needs two legs or more (one leg has nothing to pair with)")
+    if args.repeats is not None:
+        raise UserError("--repeats: the paired design repeats engine blocks; use --blocks")
+    for what, bad in (("--executor ray", args.executor != "local"), ("--profile", args.profile is not None),
+                      ("--prime", args.prime), ("--engine", args.engine is not None)):
+        if bad:
+            raise UserError(f"{what} does not combine with the paired design")
+    serve = [w.name for w in sc.workloads if w.kind == "serve"]
+    if serve:
+        raise UserError(f"workload {serve[0]!r} is a serve workload; the paired design measures offline passes")
+    sleep, why_not = paired.resolve_sleep(sc.sleep, [legmod.load_leg(ln) for ln in legs])
+    if why_not:
+        if say is not None:
+            say(f"[yellow]{why_not}")
+        return None
+    return paired.Design(blocks=args.blocks or sc.blocks, pairs=args.pairs or sc.pairs, pair_order=sc.pair_order,
+                         order_seed=sc.order_seed, sleep=sleep)
+
+
+def _paired_plan(args: SweepArgs, sc: Scenario, study: str, study_dir: Path, legs: list[str], models: list[str],
+                 arms: list[str], wanted_wl: list[str], envs: dict, sources: dict) -> list[PlannedRun]:
+    """Blocks outermost, then (model, arm), then every leg's workloads in scenario order; repeat = block."""
+    blocks = args.blocks or sc.blocks
+    planned: list[PlannedRun] = []
+    for block in range(1, blocks + 1):
+        for mn in models:
+            m = sc.model(mn)
+            wls = [w for w in sc.workloads_for(m) if w.name in wanted_wl]
+            for an in arms:
+                for ln in legs:
+                    for wl in wls:
+                        spec = RunSpec(study=study, series=sc.series_tag, leg_env=envs[(ln, mn, an)], model=m,
+                                       model_path=sources[mn][0], load_format=sources[mn][1], workload=wl,
+                                       arm=next(a for a in sc.arms if a.name == an), repeat=block,
+                                       timeout_s=args.timeout_s or sc.timeout_s, devices=args.devices,
+                                       engine="paired")
+                        planned.append(PlannedRun(index=len(planned) + 1, spec=spec,
+                                                  run_dir=paths.inside(study_dir / "runs", *spec.run_id.split("/"))))
+    if args.resume:
+        for p in planned:
+            p.reuse = reusable(p, args.retry_failed)
+        whole: dict[tuple, list[PlannedRun]] = {}
+        for p in planned:
+            whole.setdefault(paired.block_key(p.spec), []).append(p)
+        for (block, mn, an), runs in whole.items():
+            done = [p for p in runs if p.reuse is not None]
+            if done and len(done) < len(runs):
+                # Half a block cannot be finished: its pairs need every leg's engine of that block.
+                if not args.supersede:
+                    raise UserError(f"{study_dir}: paired block {block} of ({mn}, {an}) is half done ({len(done)} of "
+                                    f"{len(runs)} runs finished); --supersede re-measures the whole block")
+                for p in runs:
+                    p.reuse = None
+    return planned
 
 
 def profiled_arm(arm: Arm, iterations: int | None) -> Arm:
@@ -302,12 +384,17 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
             what = "reuse" if p.reuse else "over " if p.index in replacing else "run  "
             console.print(f"{p.index:>4}  {what}  {p.spec.run_id}  env={p.spec.leg_env.name}", highlight=False)
             console.print(f"      inputs: {dryrun.inputs_line(p.spec.workload.work)}", highlight=False)
+        design = paired_design(args, sc, list(dict.fromkeys(p.spec.leg_env.leg.name for p in planned)))
+        if design is not None:
+            _print_paired_plan(planned, design)
         if over:
             console.print(f"{len(over)} run(s) marked 'over' measure where a record is; "
                           f"{sum(r.needs_consent for r in over)} of them finished (--supersede to replace)")
         return SweepResult(invocation_id="dry-run", study_dir=study_dir, records=[], measured=0,
                            reused=sum(p.reuse is not None for p in planned), index_path=Path())
     supersede.check(over, resume=args.resume, supersede=args.supersede)
+    design = (paired_design(args, sc, list(dict.fromkeys(p.spec.leg_env.leg.name for p in planned)))
+              if planned and planned[0].spec.engine == "paired" else None)
     # Sortable by name in the order invocations started (milliseconds), unique by the suffix.
     invocation_id = datetime.now().strftime("%Y%m%dT%H%M%S%f")[:-3] + "-" + uuid.uuid4().hex[:6]
     executor = executor or executor_named(args.executor, address=args.ray_address, diagnose=args.diagnose)
@@ -340,6 +427,8 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
                  "finished_at": None, "planned": len(planned), "runs": [],
                  "engine": args.engine or sc.engine, "order": args.order or sc.order,
                  "leg_order": _leg_orders(planned)}
+        if design is not None:
+            index["design"] = {"design": "paired", **dataclasses.asdict(design)}
         index["superseded"] = supersede.move_aside(over, study_dir, invocation_id)
         record.write_json_atomic(index_path, index)
         records: list[RunRecord] = []
@@ -369,12 +458,32 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
                                   f"{p.spec.run_id} {'(reused) ' if reused else ''}{shown}")
                 bar.update(task, advance=1, description=f"run {p.index}/{len(planned)}")
 
-            executor.run_all(planned, invocation_id=invocation_id, allow_dirty=args.allow_dirty,
-                             on_done=on_done)
+            if design is not None:
+                paired.run_paired(planned, design, invocation_id=invocation_id, allow_dirty=args.allow_dirty,
+                                  on_done=on_done, say=bar.console.print)
+            else:
+                executor.run_all(planned, invocation_id=invocation_id, allow_dirty=args.allow_dirty,
+                                 on_done=on_done)
         index["finished_at"] = record.now()
         record.write_json_atomic(index_path, index)
     return SweepResult(invocation_id=invocation_id, study_dir=study_dir, records=records,
                        measured=counts["measured"], reused=counts["reused"], index_path=index_path)
+
+
+def _print_paired_plan(planned: list[PlannedRun], design: paired.Design) -> None:
+    blocks: dict[tuple, list[PlannedRun]] = {}
+    for p in planned:
+        blocks.setdefault(paired.block_key(p.spec), []).append(p)
+    console.print(f"paired design: {design.blocks} engine block(s) x {design.pairs} round(s), "
+                  f"{design.pair_order} order (seed {design.order_seed}), sleep {'on' if design.sleep else 'off'}",
+                  highlight=False)
+    for (block, mn, an), runs in blocks.items():
+        legs = list(dict.fromkeys(p.spec.leg_env.leg.name for p in runs))
+        wls = list(dict.fromkeys(p.spec.workload.name for p in runs))
+        reused = all(p.reuse is not None for p in runs)
+        console.print(f"block {block}, {mn}, arm {an}{' (reused)' if reused else ''}:", highlight=False)
+        for line in paired.describe_block(legs, wls, design, block):
+            console.print(line, highlight=False)
 
 
 def _leg_orders(planned: list[PlannedRun]) -> dict[str, list[str]]:

@@ -22,6 +22,10 @@ SCHEMA_VERSION history (loading branches on the stored version; `migrate` upgrad
 # 7 - `profile`: a profiled run's settings, trace and operator summary (its throughput is not a
 #     canonical number); `phases`: the prefill/decode split from vLLM's request stats (time to first
 #     token, time per output token, decode share). Version-6 records lift unchanged (neither kept).
+# 8 - `paired`: a run measured in the paired design (harness.measure.paired): its block, the partner
+#     legs, the pass order's seed and every timed pass (round, position, start/end, seconds, value,
+#     the idle partner engine's CPU time, wake/sleep times); `engine.mode` may be "paired".
+#     Version-7 records lift unchanged (no paired run before it).
 A record newer than this package is refused: upgrade the harness rather than guess.
 """
 
@@ -42,7 +46,7 @@ from harness.core.errors import UserError
 from harness.schema.base import Frozen, FrozenLenient
 from harness.schema.serve import ServeResult
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 Status = Literal["ok", "failed", "timeout"]
 Provenance = Literal["measured", "transcribed"]
@@ -134,7 +138,7 @@ class Failure(Frozen):
 class Engine(Frozen):
     """Which engine instance measured a run: with engine reuse, one engine serves a group's workloads."""
 
-    mode: Literal["per-run", "per-group"] = "per-run"
+    mode: Literal["per-run", "per-group", "paired"] = "per-run"
     group_id: str | None = None        # series/leg/model/arm/rK of the group
     instance: int = 1                  # >1: a fresh engine after a crash or timeout in the group
     init_s: float | None = None        # that engine's start time
@@ -160,6 +164,37 @@ class Profile(FrozenLenient):
     trace_dropped: bool = False        # over max_trace_mb: summarised, then deleted
     summary: str = "profile.json"      # the operator table, relative to the run directory
     error: str | None = None
+
+
+class PairedPass(Frozen):
+    """One timed pass of a paired run; the analysis pairs it with the partner legs' pass of the same
+    (model, arm, workload, block, round)."""
+
+    round: int                         # 1..pairs
+    position: int                      # 0: first of its round's legs for this workload
+    started_at: float                  # unix seconds, the pass's wall-clock start and end
+    ended_at: float
+    seconds: float                     # the pass's own perf_counter clock (what the metric uses)
+    value: float | None = None         # the kind's metric for this pass alone, in its unit
+    output_tokens: int | None = None
+    partner_cpu_s: float | None = None  # CPU time the idle partner engines' process groups used meanwhile
+    wake_s: float | None = None        # this engine's wake-up before the pass (sleep mode), outside the clock
+    sleep_s: float | None = None       # and its return to sleep after it
+
+
+class Paired(Frozen):
+    """The paired design's facts of one run: which block (engine instances) and which partners."""
+
+    design: Literal["paired"] = "paired"
+    block: int                         # engine block, 1..blocks (the run's repeat)
+    blocks: int
+    pairs: int                         # rounds planned per block
+    pair_order: Literal["balanced", "random"] = "balanced"
+    order_seed: int = 0
+    legs: list[str] = Field(default_factory=list)   # the legs measured in this block, this one included
+    sleep: bool = False                # idle engines slept between their passes
+    passes: list[PairedPass] = Field(default_factory=list)
+    incomplete: str = ""               # why some rounds lack this run's pass or a partner's ("": none do)
 
 
 class Phases(FrozenLenient):
@@ -217,6 +252,7 @@ class RunRecord(Frozen):
     serve: ServeResult | None = None   # a serve run's load points (the serve workload kind)
     profile: Profile | None = None     # set on a profiled run: never a canonical number
     phases: Phases | None = None
+    paired: Paired | None = None       # measured in the paired design (harness.measure.paired)
     allow_dirty: bool = False
     dirty: list[str] = Field(default_factory=list)   # what the guards found and were told to allow
     started_at: str | None = None
@@ -318,10 +354,15 @@ def _update_to_7(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 7}
 
 
+def _update_to_8(old: dict, path: Path) -> dict:
+    """Version 7 -> 8: `paired` is new and optional."""
+    return {**old, "schema_version": 8}
+
+
 Migration = Callable[[dict, Path], dict]
 
 MIGRATIONS: dict[int, Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5,
-                                    5: _update_to_6, 6: _update_to_7}
+                                    5: _update_to_6, 6: _update_to_7, 7: _update_to_8}
 
 
 def migrate(data: dict, path: Path) -> dict:

@@ -125,15 +125,10 @@ def _reset_prefix_cache(llm) -> None:
         reset()
 
 
-def main(spec_path: str) -> int:
-    """One engine for every workload in the spec, in order (one workload: the engine-per-run mode)."""
-    spec = WorkerSpec.read(spec_path)
+def start_engine(spec: WorkerSpec, gev: Events, items: list[dict], *, extra_args: dict | None = None):
+    """The stack captured (manifest.json in every item's run folder), then vLLM's engine started;
+    returns (llm, ctx, init_s). Shared by the one-shot mode below and the command mode (commands.py)."""
     group_dir = Path(spec.run_dir)
-    gev = Events(group_dir / "run.jsonl")
-    items = spec.runs or [{"run_dir": spec.run_dir, "workload": spec.workload}]
-    if os.getpgrp() == os.getpid():  # only as a group leader: never kill a caller's group
-        die_with_group()
-    gev("worker_start", python=sys.executable, workloads=len(items))
     first = items[0]["workload"]
     _refuse(first, workloads.modality(first.get("modality", "text")), spec.model_path)
     manifest = stack.capture(import_torch=True)
@@ -143,7 +138,7 @@ def main(spec_path: str) -> int:
     from vllm import LLM
 
     gev("env_ready", vllm=manifest.get("vllm"), torch=manifest.get("torch"))
-    kwargs = dict(spec.engine_args)
+    kwargs = dict(spec.engine_args) | (extra_args or {})
     kwargs.setdefault("seed", first["seed"])
     kwargs["tensor_parallel_size"] = spec.tp
     if spec.dtype and spec.dtype != "auto":
@@ -170,6 +165,19 @@ def main(spec_path: str) -> int:
     gev("prompt_vocab", size=vocab, source=vocab_source)
     ctx = {"vocab": vocab, "model_path": spec.model_path, "tokenizer_path": spec.tokenizer, "engine_args": kwargs,
            "profiler": profiler}
+    return llm, ctx, init_s
+
+
+def main(spec_path: str) -> int:
+    """One engine for every workload in the spec, in order (one workload: the engine-per-run mode)."""
+    spec = WorkerSpec.read(spec_path)
+    group_dir = Path(spec.run_dir)
+    gev = Events(group_dir / "run.jsonl")
+    items = spec.runs or [{"run_dir": spec.run_dir, "workload": spec.workload}]
+    if os.getpgrp() == os.getpid():  # only as a group leader: never kill a caller's group
+        die_with_group()
+    gev("worker_start", python=sys.executable, workloads=len(items))
+    llm, ctx, init_s = start_engine(spec, gev, items)
     for position, item in enumerate(items, 1):
         run_dir = Path(item["run_dir"])
         ev = gev if run_dir == group_dir else Events(run_dir / "run.jsonl")
@@ -184,33 +192,94 @@ def main(spec_path: str) -> int:
     return 0
 
 
+class Prepared:
+    """A workload made ready on an engine: its kind, modality, sampling parameters and prompt groups
+    (built once; every pass, in either mode, runs exactly these)."""
+
+    def __init__(self, wl: dict, ctx: dict):
+        from vllm import SamplingParams
+
+        self.wl, self.ctx = wl, ctx
+        self.kind, self.modality = workloads.kind(wl["kind"]), workloads.modality(wl.get("modality", "text"))
+        _refuse(wl, self.modality, ctx["model_path"])
+        sampling = {"n": 1, "temperature": 1.0, "top_p": 1.0, "ignore_eos": True, "max_tokens": wl["output_len"]}
+        if hasattr(self.kind, "sampling"):  # a kind that decodes otherwise (greedy, log-probabilities) says how
+            sampling = self.kind.sampling(wl)
+        self.sp = SamplingParams(**sampling)
+        self.groups = self.kind.prompt_groups(wl, self.build)
+        self.all_prompts = [p for g in self.groups for p in g]
+
+    def build(self, n: int, seed: int) -> list:
+        return self.modality.build(n, seed, self.wl, self.ctx)
+
+    def warmup(self, llm, ev: Events) -> float:
+        """The kind's warm-up iterations, outside every timed region; returns their seconds."""
+        ev("warmup_start", iterations=self.wl["warmup_iterations"])
+        t0 = time.perf_counter()
+        warm = self.kind.warmup_prompts(self.wl, self.build)
+        for _ in range(self.wl["warmup_iterations"]):
+            llm.generate(warm, self.sp, use_tqdm=False)
+        warm_s = time.perf_counter() - t0
+        ev("warmup_end", seconds=warm_s)
+        return warm_s
+
+    def timed_pass(self, llm, run_dir: Path, keep: list | None = None) -> Pass:
+        """One pass over the prompt groups, each group on its own clock (the prefix cache is reset by
+        the caller, outside it); the outputs go to `keep` when given."""
+        prof = self.ctx.get("profiler")
+        group_s: list[float] = []
+        group_out: list[int] = []
+        for group in self.groups:
+            profiled = prof is not None and prof.wants()
+            if profiled and not prof.active:
+                prof.start(llm)  # outside the call's own clock, as is the stop below
+            t0 = time.perf_counter()
+            outs = llm.generate(group, self.sp, use_tqdm=False)
+            group_s.append(time.perf_counter() - t0)
+            group_out.append(sum(len(o.outputs[0].token_ids) for o in outs))
+            if profiled:
+                prof.counted(group_s[-1], group_out[-1])
+                if not prof.wants():
+                    prof.stop(llm, run_dir, "/".join(run_dir.parts[-6:]))
+            if keep is not None:
+                keep += outs
+        return Pass(seconds=sum(group_s), group_seconds=group_s, group_output_tokens=group_out)
+
+    def inputs(self, timed_outs: list) -> dict:
+        # The timed outputs go along: a multimodal prompt's token count is what the engine made of it.
+        return self.modality.describe(self.all_prompts, self.ctx | {"outputs": timed_outs})
+
+    def timed(self, passes: list[Pass], inputs: dict) -> Timed:
+        first = passes[0]
+        return Timed(seconds=first.seconds, group_seconds=first.group_seconds,
+                     group_output_tokens=first.group_output_tokens, prompt_tokens=inputs["prompt_tokens"],
+                     output_tokens=sum(first.group_output_tokens), num_seqs=len(self.all_prompts), passes=passes)
+
+    def write_result(self, run_dir: Path, ev: Events, passes: list[Pass], timed_outs: list, *, timing: dict) -> None:
+        """worker.json (metrics over every pass, the work, the clocks) and requests.json (the first pass's)."""
+        split = profiling.write_requests(run_dir, timed_outs,
+                                         stats_on=not self.ctx["engine_args"].get("disable_log_stats"))
+        if split:
+            ev("phases", **{k: v for k, v in split.items() if k != "source"})
+        inputs = self.inputs(timed_outs)
+        timed = self.timed(passes, inputs)
+        work = {"num_seqs": len(self.all_prompts), "prompt_tokens": inputs["prompt_tokens"],
+                "output_tokens": timed.output_tokens, "prompts_sha256": inputs["prompts_sha256"],
+                "seed": self.wl["seed"],
+                **{k: v for k, v in inputs.items() if k not in ("prompt_tokens", "prompts_sha256")}}
+        if hasattr(self.kind, "collect"):  # what a kind keeps of the outputs themselves (files in run_dir)
+            work["outputs"] = self.kind.collect(timed_outs, self.wl, run_dir, self.ctx)
+        if len(passes) > 1:
+            work["passes"] = len(passes)
+        WorkerResult(metrics=self.kind.metrics(timed), work=work, timing=timing).write(run_dir)
+
+
 def measure_one(llm, wl: dict, run_dir: Path, ev: Events, ctx: dict, *, init_s: float) -> None:
     """Warm up, then the timed region: the kind's prompt groups, pass after pass over the same
     prompts until `min_passes` and `min_timed_s` are both reached (one pass by default)."""
-    from vllm import SamplingParams
-
-    kind, modality = workloads.kind(wl["kind"]), workloads.modality(wl.get("modality", "text"))
-    _refuse(wl, modality, ctx["model_path"])
-
-    def build(n: int, seed: int) -> list:
-        return modality.build(n, seed, wl, ctx)
-
+    prep = Prepared(wl, ctx)
     _reset_prefix_cache(llm)
-    sampling = {"n": 1, "temperature": 1.0, "top_p": 1.0, "ignore_eos": True, "max_tokens": wl["output_len"]}
-    if hasattr(kind, "sampling"):  # a kind that decodes otherwise (greedy, log-probabilities) says how
-        sampling = kind.sampling(wl)
-    sp = SamplingParams(**sampling)
-    groups = kind.prompt_groups(wl, build)
-    all_prompts = [p for g in groups for p in g]
-
-    ev("warmup_start", iterations=wl["warmup_iterations"])
-    t0 = time.perf_counter()
-    warm = kind.warmup_prompts(wl, build)
-    for _ in range(wl["warmup_iterations"]):
-        llm.generate(warm, sp, use_tqdm=False)
-    warm_s = time.perf_counter() - t0
-    ev("warmup_end", seconds=warm_s)
-
+    warm_s = prep.warmup(llm, ev)
     prof = ctx.get("profiler")
     if prof is not None:
         prof.reset()
@@ -222,48 +291,15 @@ def measure_one(llm, wl: dict, run_dir: Path, ev: Events, ctx: dict, *, init_s: 
     while len(passes) < min_passes or time.perf_counter() - t_timed < min_timed_s:
         if passes:
             _reset_prefix_cache(llm)  # outside the pass's own clock
-        group_s: list[float] = []
-        group_out: list[int] = []
-        for group in groups:
-            profiled = prof is not None and prof.wants()
-            if profiled and not prof.active:
-                prof.start(llm)  # outside the call's own clock, as is the stop below
-            t0 = time.perf_counter()
-            outs = llm.generate(group, sp, use_tqdm=False)
-            group_s.append(time.perf_counter() - t0)
-            group_out.append(sum(len(o.outputs[0].token_ids) for o in outs))
-            if profiled:
-                prof.counted(group_s[-1], group_out[-1])
-                if not prof.wants():
-                    prof.stop(llm, run_dir, "/".join(run_dir.parts[-6:]))
-            if not passes:
-                timed_outs += outs
-        passes.append(Pass(seconds=sum(group_s), group_seconds=group_s, group_output_tokens=group_out))
+        passes.append(prep.timed_pass(llm, run_dir, keep=None if passes else timed_outs))
     if prof is not None and prof.active:  # fewer timed calls than the profile asked for
         prof.stop(llm, run_dir, "/".join(run_dir.parts[-6:]))
     timed_s = time.perf_counter() - t_timed
     ev("timed_end", seconds=timed_s, passes=len(passes))
-    split = profiling.write_requests(run_dir, timed_outs, stats_on=not ctx["engine_args"].get("disable_log_stats"))
-    if split:
-        ev("phases", **{k: v for k, v in split.items() if k != "source"})
-
-    # The timed outputs go along: a multimodal prompt's token count is what the engine made of it.
-    inputs = modality.describe(all_prompts, ctx | {"outputs": timed_outs})
-    first = passes[0]
-    timed = Timed(seconds=first.seconds, group_seconds=first.group_seconds,
-                  group_output_tokens=first.group_output_tokens, prompt_tokens=inputs["prompt_tokens"],
-                  output_tokens=sum(first.group_output_tokens), num_seqs=len(all_prompts), passes=passes)
-    work = {"num_seqs": len(all_prompts), "prompt_tokens": inputs["prompt_tokens"],
-            "output_tokens": timed.output_tokens, "prompts_sha256": inputs["prompts_sha256"], "seed": wl["seed"],
-            **{k: v for k, v in inputs.items() if k not in ("prompt_tokens", "prompts_sha256")}}
-    if hasattr(kind, "collect"):  # what a kind keeps of the outputs themselves (files in run_dir)
-        work["outputs"] = kind.collect(timed_outs, wl, run_dir, ctx)
     # Every pass's own clock goes along, one pass too: the metrics are computed from these, and
     # timed_s also holds the bookkeeping between calls, so it cannot be used to re-derive them.
     timing = {"engine_init_s": init_s, "warmup_s": warm_s, "timed_s": timed_s, "passes_s": [x.seconds for x in passes]}
-    if len(passes) > 1:
-        work["passes"] = len(passes)
-    WorkerResult(metrics=kind.metrics(timed), work=work, timing=timing).write(run_dir)
+    prep.write_result(run_dir, ev, passes, timed_outs, timing=timing)
 
 
 if __name__ == "__main__":
