@@ -83,7 +83,7 @@ def test_interval_and_verdict_agree() -> None:
         b = np.exp(rng.normal(0, 0.02, n_b))
         t = sig.welch_log(a, b)
         excludes = t.low > 1 or t.high < 1
-        assert excludes == (t.verdict != "no difference detected")
+        assert excludes == (t.verdict != "undecided")
         assert (t.verdict == "faster") == (t.low > 1)
         assert t.low <= t.ratio <= t.high
 
@@ -157,8 +157,8 @@ def test_paired_rule_matches_scipy_and_its_interval_agrees_with_its_verdict() ->
             a, b = np.exp(10 + host + rng.normal(0.004, 0.003, n)), np.exp(10 + host + rng.normal(0, 0.003, n))
             t = sig.paired_log(a, b)
             assert t.p == pytest.approx(sps.ttest_rel(np.log(a), np.log(b)).pvalue, rel=1e-9)
-            assert (t.low > 1 or t.high < 1) == (t.verdict != "no difference detected")
-            assert (t.verdict != "no difference detected") == (t.p < sig.PAIRED_SIZE * sig.ALPHA)
+            assert (t.low > 1 or t.high < 1) == (t.verdict != "undecided")
+            assert (t.verdict != "undecided") == (t.p < sig.PAIRED_SIZE * sig.ALPHA)
 
 
 def test_pairing_is_what_detects_a_gap_under_a_shared_host_state() -> None:

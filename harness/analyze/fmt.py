@@ -33,7 +33,14 @@ def fmt_ci(r: Ratio) -> str:
 
 def fmt_verdict(r: Ratio) -> str:
     if r.verdict == "too few repeats" and r.needs is not None:
-        return f"too few repeats (needs ≥ {r.needs} per side)"
+        what = "engine blocks" if r.unit != "repeat" and r.needs == 2 and r.n_old >= 3 else (
+            "per side" if r.unit == "repeat" else "pairs")
+        return f"too few repeats (needs ≥ {r.needs} {what})"
+    if r.verdict == "equivalent" and r.margin is not None:
+        return f"equivalent within ±{r.margin:.0%}"
+    if r.verdict == "undecided":
+        unit = {"repeat": "repeats per side", "pair": "pairs", "engine block": "engine blocks"}.get(r.unit, r.unit)
+        return f"undecided (~{r.needs} {unit} would likely decide)" if r.needs else "undecided"
     return MISSING if r.verdict == "missing" else r.verdict
 
 

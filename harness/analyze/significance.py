@@ -11,11 +11,18 @@ One design gets a rule of its own: where each repeat measured both sides back to
 crosscheck's harness run beside vLLM's benchmark), `paired_log` tests the repeats' log pair ratios
 with a one-sample t, since the host state the two sides shared cancels inside each pair.
 
-Verdicts: "faster" / "slower" (the test rejects), "no difference detected" (it does not; never "no
-difference"), "too few repeats" (one side has a single repeat and the other more: no variance on one
-side, so the rule cannot decide however large the gap; `needs` says how many per side it takes),
-"single pass" (one repeat on each side), "missing" (a side has none).
-"""
+Verdicts: "faster" / "slower" (the test rejects); "equivalent" (the interval lies inside the study's
+practical margin ±δ: two one-sided tests, `equivalence`); "undecided" (neither: with `needs`, the number
+of repeats or pairs that would likely decide it); "too few repeats" (one side has a single repeat and
+the other more, or a paired comparison on one engine instance: the rule cannot decide however large the
+gap); "single pass" (one repeat on each side); "missing" (a side has none).
+
+A table is many tests: `decide_table` applies Benjamini–Hochberg across every cell's difference and
+equivalence p-values, so the share of false verdicts among a table's decided cells stays at or below
+ALPHA; each cell's own interval is still the one printed.
+
+The paired, interleaved design (a sweep with `design: paired`: both legs' engines up at once, timed
+passes alternating) has its own rule, `nested_paired`: log pair ratios nested within engine blocks."""
 
 from __future__ import annotations
 
@@ -34,7 +41,19 @@ MIN_N = 2           # per side: the rule needs a variance on each side
 DETECT = 0.05       # the difference `needs` is quoted for when a verdict cannot be reached
 POWER = 0.8
 
-Verdict = Literal["faster", "slower", "no difference detected", "too few repeats", "single pass", "missing"]
+Verdict = Literal["faster", "slower", "equivalent", "undecided", "too few repeats", "single pass", "missing"]
+DECIDED = ("faster", "slower", "equivalent")
+
+# The practical margin δ a study may call "equivalent within ±δ" when it declares none (study.yaml
+# `margin`), by device kind: GPU repeats agree to a fraction of a percent (H200 median log-sd 0.15%),
+# so ±2% is both useful and reachable; two-core CPU hosts drift by several percent within minutes.
+MARGIN_DEFAULT = {"gpu": 0.02, "cpu": 0.05}
+
+
+def default_margin(device: str | None) -> float:
+    """The default margin for a study measured on `device` (a manifest's device string)."""
+    d = (device or "").lower()
+    return MARGIN_DEFAULT["cpu"] if not d or "cpu" in d or "x86" in d else MARGIN_DEFAULT["gpu"]
 
 
 def footnote(alpha: float = ALPHA) -> str:
@@ -54,29 +73,83 @@ class Test:
     p: float
     df: float
     verdict: Verdict          # "faster" when num is significantly larger
+    se: float = float("nan")  # standard error of the log ratio (the t statistic's denominator)
+    margin: float | None = None   # the equivalence margin δ tested against, None: not tested
+    p_eq: float | None = None     # equivalence p (two one-sided tests, doubled to match the interval)
+    n: int = 0                    # units of replication behind the test (repeats per side, or pairs)
+    unit: str = "repeat"
+    needs: int | None = None      # "undecided": units that would likely decide it at this spread
+    level: float = ALPHA          # the level it was tested at (the paired rules test below alpha)
 
 
-def welch_log(num: Sequence[float], den: Sequence[float], *, alpha: float = ALPHA) -> Test:
-    """Welch's t on log values of two samples of at least MIN_N positive values each."""
-    from scipy import stats as sps  # imported here: a CLI start should not pay for scipy
-
+def welch_log(num: Sequence[float], den: Sequence[float], *, alpha: float = ALPHA,
+              margin: float | None = None) -> Test:
+    """Welch's t on log values of two samples of at least MIN_N positive values each; with `margin`,
+    also the two one-sided tests of equivalence within ±margin."""
     a, b = np.log(np.asarray(num, dtype=float)), np.log(np.asarray(den, dtype=float))
     if len(a) < MIN_N or len(b) < MIN_N:
         raise ValueError(f"welch_log needs at least {MIN_N} values per side (got {len(a)} and {len(b)})")
     d = float(a.mean() - b.mean())
     va, vb = float(a.var(ddof=1)) / len(a), float(b.var(ddof=1)) / len(b)
     se = math.sqrt(va + vb)
+    n = min(len(a), len(b))
     if se == 0.0:
         # Identical repeats on both sides (published figures quoted to a few digits): no spread to
-        # weigh a gap against, so no gap is called a difference.
+        # weigh a gap against, so nothing is decided.
         r = math.exp(d)
-        return Test(ratio=r, low=r, high=r, p=1.0, df=float("nan"), verdict="no difference detected")
-    df = _df(va, vb, len(a), len(b))
-    t = d / se
-    p = float(2 * sps.t.sf(abs(t), df))
+        return Test(ratio=r, low=r, high=r, p=1.0, df=float("nan"), verdict="undecided", se=0.0, margin=margin,
+                    p_eq=None if margin is None else 1.0, n=n)
+    df = float(_df(va, vb, len(a), len(b)))
+    t = _decide(d, se, df, alpha=alpha, margin=margin, n=n, unit="repeat")
+    return t
+
+
+def _decide(m: float, se: float, df: float, *, alpha: float, margin: float | None, n: int, unit: str,
+            per_unit_sd: float | None = None) -> Test:
+    """The verdict for a log ratio `m` with standard error `se` on `df` degrees of freedom: the
+    two-sided test of no difference, the matching (1 - alpha) interval and, with `margin`, the two
+    one-sided tests of equivalence within ±margin. The equivalence p is doubled so that "equivalent"
+    holds exactly when the printed (1 - alpha) interval lies inside [1/(1+margin), 1+margin]: the
+    reader checks the interval they see, at the cost of a test of size alpha/2 per side."""
+    from scipy import stats as sps  # imported here: a CLI start should not pay for scipy
+
+    p = float(2 * sps.t.sf(abs(m / se), df))
     half = float(sps.t.ppf(1 - alpha / 2, df)) * se
-    verdict: Verdict = ("no difference detected" if p >= alpha else "faster" if d > 0 else "slower")
-    return Test(ratio=math.exp(d), low=math.exp(d - half), high=math.exp(d + half), p=p, df=float(df), verdict=verdict)
+    p_eq = None
+    if margin is not None:
+        lim = math.log1p(margin)
+        p_lo = float(sps.t.sf((m + lim) / se, df))   # H0: m <= -lim
+        p_hi = float(sps.t.cdf((m - lim) / se, df))  # H0: m >= +lim
+        p_eq = min(1.0, 2 * max(p_lo, p_hi))
+    verdict: Verdict = ("faster" if m > 0 else "slower") if p < alpha else (
+        "equivalent" if p_eq is not None and p_eq < alpha else "undecided")
+    needs = None
+    if verdict == "undecided":
+        sd = per_unit_sd if per_unit_sd is not None else se * math.sqrt(max(n, 1))
+        needs = units_to_decide(m, sd, margin, alpha=alpha)
+    return Test(ratio=math.exp(m), low=math.exp(m - half), high=math.exp(m + half), p=p, df=df, verdict=verdict,
+                se=se, margin=margin, p_eq=p_eq, n=n, unit=unit, needs=needs, level=alpha)
+
+
+def units_to_decide(m: float, sd: float, margin: float | None, *, alpha: float = ALPHA, n_max: int = 200) -> int | None:
+    """Units (repeats per side, or pairs) at which a comparison whose log ratio is truly `m`, with
+    `sd` the spread of one unit's contribution (se = sd / sqrt(n)), would be decided with probability
+    POWER: the interval either clears 1.00 or fits inside the margin, whichever is nearer. None when
+    no number up to n_max would (a true ratio sitting on the margin's edge)."""
+    from scipy import stats as sps
+
+    if not math.isfinite(sd) or sd <= 0:
+        return None
+    lim = math.log1p(margin) if margin is not None else None
+    z = sps.norm.ppf(POWER)
+    for n in range(2, n_max + 1):
+        se = sd / math.sqrt(n)
+        crit = float(sps.t.ppf(1 - alpha / 2, n - 1))
+        if abs(m) - (crit + z) * se > 0:
+            return n
+        if lim is not None and lim - abs(m) - (crit + z) * se > 0:
+            return n
+    return None
 
 
 PAIRED_METHOD = "paired t on log pair ratios"
@@ -109,12 +182,130 @@ def paired_log(num: Sequence[float], den: Sequence[float], *, alpha: float = ALP
     m, se = float(d.mean()), float(d.std(ddof=1)) / math.sqrt(len(d))
     if se == 0.0:
         r = math.exp(m)
-        return Test(ratio=r, low=r, high=r, p=1.0, df=float("nan"), verdict="no difference detected")
-    df = len(d) - 1
-    p = float(2 * sps.t.sf(abs(m / se), df))
-    half = float(sps.t.ppf(1 - alpha / 2, df)) * se
-    verdict: Verdict = "no difference detected" if p >= alpha else "faster" if m > 0 else "slower"
-    return Test(ratio=math.exp(m), low=math.exp(m - half), high=math.exp(m + half), p=p, df=float(df), verdict=verdict)
+        return Test(ratio=r, low=r, high=r, p=1.0, df=float("nan"), verdict="undecided", se=0.0, n=len(d), unit="pair")
+    return _decide(m, se, float(len(d) - 1), alpha=alpha, margin=None, n=len(d), unit="pair")
+
+
+# --- the paired, interleaved design ----------------------------------------------------------------
+
+NESTED_METHOD = "paired t on log pair ratios, nested in engine blocks"
+NESTED_MIN_BLOCKS = 2   # engine instances per leg: with one, an instance's own speed is the version's
+# Passes of one engine share that engine's own speed, so the engine instance (a block) is a level of
+# its own and the pairs of one block are not independent replicates of the version effect. With the
+# handful of blocks a sweep can afford (2-3), a test on block means alone (df = blocks - 1) cannot
+# decide anything, and pooling the pairs after a pre-test that finds no block effect runs to 9-14%
+# false positives where engines differ by about the pass noise (simulated: harness.analyze.simulation).
+# So the rule takes the engine-instance spread as a measured input: `engine_sd`, an upper bound on one
+# leg's engine-instance sd (log scale) from a variance-components measurement on that kind of device
+# (study.yaml `engine_sd`, defaults below). It adds that variance to the pairs' own:
+#     se^2 = MSW / pairs + 2 engine_sd^2 / blocks      (df = pairs - blocks)
+# and checks the bound against the cell's own blocks: where they scatter more than the bound allows
+# (F test of MSB against MSW + n0 * 2 engine_sd^2 at POOL_LEVEL), the block means are the units
+# (df = blocks - 1). Without a bound, the block means are always the units.
+POOL_LEVEL = 0.25
+NESTED_SIZE = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Nested:
+    test: Test
+    blocks: int
+    pairs: int
+    pooled: bool            # pairs the units, with the engine bound's variance added
+    f_p: float | None       # the bound check's p (None: nothing to check)
+    block_sd: float | None  # the cell's own engine-instance sd of the log ratio (method of moments, >= 0)
+    pair_sd: float | None   # the pairs' own sd within blocks
+
+
+def nested_paired(blocks: Sequence[Sequence[float]], *, alpha: float = ALPHA, margin: float | None = None,
+                  engine_sd: float | None = None) -> Nested:
+    """The rule for the paired, interleaved design: `blocks[b]` holds block b's log pair ratios (new over
+    old, oriented so that positive is faster), each from two passes run back to back on the two legs'
+    resident engines; `engine_sd` the per-leg engine-instance bound (see above). Fewer than
+    NESTED_MIN_BLOCKS blocks or PAIRED_MIN pairs: "too few repeats" (what would decide it in `needs`)."""
+    from scipy import stats as sps
+
+    bl = [np.asarray(b, dtype=float) for b in blocks if len(b)]
+    n_pairs, n_blocks = sum(len(b) for b in bl), len(bl)
+    allv = np.concatenate(bl) if bl else np.zeros(0)
+    if n_blocks < NESTED_MIN_BLOCKS or n_pairs < PAIRED_MIN:
+        r = math.exp(float(allv.mean())) if n_pairs else float("nan")
+        t = Test(ratio=r, low=float("nan"), high=float("nan"), p=1.0, df=float("nan"),
+                 verdict="missing" if not n_pairs else "too few repeats", margin=margin, n=n_pairs, unit="pair",
+                 needs=NESTED_MIN_BLOCKS if n_blocks < NESTED_MIN_BLOCKS else PAIRED_MIN)
+        return Nested(test=t, blocks=n_blocks, pairs=n_pairs, pooled=False, f_p=None, block_sd=None, pair_sd=None)
+    means = np.array([b.mean() for b in bl])
+    sizes = np.array([len(b) for b in bl], dtype=float)
+    grand = float(allv.mean())
+    ssw = float(sum(((b - b.mean()) ** 2).sum() for b in bl))
+    ssb = float((sizes * (means - grand) ** 2).sum())
+    dfw, dfb = n_pairs - n_blocks, n_blocks - 1
+    msw = ssw / dfw if dfw > 0 else None
+    msb = ssb / dfb
+    n0 = (n_pairs - float((sizes ** 2).sum()) / n_pairs) / dfb   # effective pairs per block
+    block_sd = math.sqrt(max(0.0, (msb - msw) / n0)) if msw is not None else None
+    pair_sd = math.sqrt(msw) if msw is not None else None
+    f_p, pooled = None, False
+    if msw is not None and engine_sd is not None:
+        b2 = 2 * engine_sd ** 2          # the ratio's block variance: both legs' engines
+        expect = msw + n0 * b2
+        f_p = 1.0 if msb == 0 else (0.0 if expect == 0 else float(sps.f.sf(msb / expect, dfb, dfw)))
+        pooled = f_p >= POOL_LEVEL
+    if pooled:
+        m = grand
+        se = math.sqrt(msw / n_pairs + 2 * engine_sd ** 2 / n_blocks)
+        df, n, unit = float(dfw), n_pairs, "pair"
+        sd = se * math.sqrt(n)
+    else:
+        m, sd, df, n, unit = float(means.mean()), float(means.std(ddof=1)), float(dfb), n_blocks, "engine block"
+        se = sd / math.sqrt(n)
+    if se == 0.0:
+        r = math.exp(m)
+        t = Test(ratio=r, low=r, high=r, p=1.0, df=float("nan"), verdict="undecided", se=0.0, margin=margin,
+                 p_eq=None if margin is None else 1.0, n=n, unit=unit)
+    else:
+        t = _decide(m, se, df, alpha=NESTED_SIZE * alpha, margin=margin, n=n, unit=unit, per_unit_sd=sd)
+    return Nested(test=t, blocks=n_blocks, pairs=n_pairs, pooled=pooled, f_p=f_p, block_sd=block_sd, pair_sd=pair_sd)
+
+
+# --- a table's error rate ----------------------------------------------------------------------------
+
+TABLE_RULE = "Benjamini–Hochberg"
+
+
+def decide_table(tests: Sequence[Test | None], *, alpha: float = ALPHA) -> list[Verdict | None]:
+    """The verdicts of a table's cells with its false discovery rate controlled: Benjamini–Hochberg at
+    `alpha` over every tested cell's two hypotheses (no difference: p; not equivalent: p_eq), so the
+    expected share of wrong verdicts among the decided ones is at most alpha. Each cell keeps its own
+    interval; a cell decided alone may read "undecided" here when the table holds many tests. Cells
+    whose test decided nothing to begin with (None, too few repeats, single pass, missing) keep their
+    verdict and do not count as tests. Returns one verdict per test (None for None)."""
+    hyp: list[tuple[float, int, str]] = []
+    for i, t in enumerate(tests):
+        if t is None or t.verdict not in ("faster", "slower", "equivalent", "undecided"):
+            continue
+        # On alpha's scale: a rule that tests at a fraction of alpha keeps that fraction in the table.
+        scale = alpha / t.level
+        hyp.append((min(1.0, t.p * scale), i, "diff"))
+        if t.p_eq is not None:
+            hyp.append((min(1.0, t.p_eq * scale), i, "eq"))
+    order = sorted(hyp)
+    m = len(order)
+    k = max((j for j, (p, _, _) in enumerate(order, 1) if p <= j / m * alpha), default=0)
+    rejected = {(i, what) for _, i, what in order[:k]}
+    out: list[Verdict | None] = []
+    for i, t in enumerate(tests):
+        if t is None:
+            out.append(None)
+        elif t.verdict not in ("faster", "slower", "equivalent", "undecided"):
+            out.append(t.verdict)
+        elif (i, "diff") in rejected:
+            out.append("faster" if t.ratio > 1 else "slower")
+        elif (i, "eq") in rejected:
+            out.append("equivalent")
+        else:
+            out.append("undecided")
+    return out
 
 
 def _df(va, vb, n_a: int, n_b: int):

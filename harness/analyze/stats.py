@@ -4,9 +4,11 @@ A ratio is always computed from the samples, never stored. Each sample is one re
 run), the unit of replication. The point value is the ratio of the two sides' medians (the figures the
 tables print per leg); the interval and the verdict are the rule's: Welch's t on log values at
 α = 0.05, its t-interval of the ratio of geometric means, "faster"/"slower" exactly when that interval
-excludes 1.0, else "no difference detected" (never "no difference"). With one repeat on each side the
-verdict is "single pass"; with one on a side and more on the other, "too few repeats" (the rule needs
-a variance on both sides) with the repeats per side it would take (`needs`).
+excludes 1.0; "equivalent" (within the study's margin ±δ) exactly when it lies inside
+[1/(1+δ), 1+δ]; else "undecided", with the repeats per side that would likely decide it (`needs`).
+With one repeat on each side the verdict is "single pass"; with one on a side and more on the other,
+"too few repeats" (the rule needs a variance on both sides). A table then controls its false
+discovery rate across cells (`significance.decide_table`, applied by the tables).
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import math
+
 import numpy as np
 
-from harness.analyze.significance import (ALPHA, DETECT, METHOD, MIN_N, PAIRED_METHOD, PAIRED_MIN, Verdict, footnote,
-                                         log_sd, n_needed, paired_log, welch_log)
+from harness.analyze.significance import (ALPHA, DETECT, METHOD, MIN_N, NESTED_METHOD, PAIRED_METHOD, PAIRED_MIN, Test,
+                                         Verdict, footnote, log_sd, n_needed, nested_paired, paired_log, welch_log)
 
 __all__ = ["ALPHA", "METHOD", "PAIRED_METHOD", "BandSide", "Ratio", "Verdict", "band_side", "flat_across", "footnote",
            "paired_ratio", "ratio", "spread"]
@@ -37,7 +41,10 @@ class Ratio:
     p: float | None = None           # the rule's two-sided p-value
     method: str = METHOD
     alpha: float = ALPHA
-    needs: int | None = None         # "too few repeats": repeats per side to detect DETECT at this spread
+    needs: int | None = None         # "too few repeats" / "undecided": units that would likely decide it
+    margin: float | None = None      # the equivalence margin δ tested against
+    test: Test | None = None         # the rule's full result, for the table's error control
+    unit: str = "repeat"             # what `needs` and n count: repeats per side, pairs, engine blocks
 
     def label(self) -> str:
         if self.value is None:
@@ -54,7 +61,7 @@ def spread(samples: Sequence[float]) -> float | None:
 
 
 def ratio(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool = True,
-          confidence: float = 1 - ALPHA) -> Ratio:
+          confidence: float = 1 - ALPHA, margin: float | None = None) -> Ratio:
     old_a, new_a = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
     if len(old_a) == 0 or len(new_a) == 0:
         return Ratio(value=None, n_old=len(old_a), n_new=len(new_a), verdict="missing")
@@ -67,8 +74,28 @@ def ratio(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool 
     if len(old_a) < MIN_N or len(new_a) < MIN_N:
         return Ratio(value=value, verdict="too few repeats",
                      needs=n_needed(log_sd(old_a, new_a), DETECT, alpha=alpha), **common)
-    t = welch_log(num, den, alpha=alpha)
-    return Ratio(value=value, low=t.low, high=t.high, verdict=t.verdict, p=t.p, **common)
+    t = welch_log(num, den, alpha=alpha, margin=margin)
+    return Ratio(value=value, low=t.low, high=t.high, verdict=t.verdict, p=t.p, needs=t.needs, margin=margin, test=t,
+                 **common)
+
+
+def nested_ratio(blocks: Sequence[Sequence[tuple[float, float]]], *, higher_is_better: bool = True,
+                 confidence: float = 1 - ALPHA, margin: float | None = None, engine_sd: float | None = None) -> Ratio:
+    """new vs old from the paired, interleaved design: `blocks[b]` lists block b's (old, new) pass
+    pairs, one per round. The rule is `significance.nested_paired`; the point value is its geometric
+    mean ratio (oriented so that > 1 is faster); n_old / n_new count pairs."""
+    logs = [[math.log(n / o) if higher_is_better else math.log(o / n) for o, n in b] for b in blocks]
+    res = nested_paired(logs, alpha=1 - confidence, margin=margin, engine_sd=engine_sd)
+    t = res.test
+    olds = [o for b in blocks for o, _ in b]
+    news = [n for b in blocks for _, n in b]
+    value = None if not res.pairs else t.ratio
+    low = None if not math.isfinite(t.low) else t.low
+    high = None if not math.isfinite(t.high) else t.high
+    return Ratio(value=value, low=low, high=high, n_old=res.pairs, n_new=res.pairs, verdict=t.verdict,
+                 spread_old=spread(olds) if olds else None, spread_new=spread(news) if news else None,
+                 p=t.p if res.pairs else None, method=NESTED_METHOD, alpha=1 - confidence, needs=t.needs,
+                 margin=margin, test=t, unit=t.unit)
 
 
 def paired_ratio(old: Sequence[float], new: Sequence[float], *, confidence: float = 1 - ALPHA) -> Ratio:

@@ -17,7 +17,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 from pathlib import Path
 
@@ -31,6 +31,7 @@ from harness.analyze.fmt import (MISSING, fmt_ci, fmt_ms, fmt_ratio, fmt_tok_s, 
                                  short_labels, ticked)
 from harness.analyze.order import _legs, leg_pairs, model_order, order_frame, row_key  # noqa: F401
 from harness.analyze.fmt import fmt_n
+from harness.analyze.significance import MARGIN_DEFAULT, TABLE_RULE, decide_table, default_margin
 from harness.analyze.stats import Ratio, footnote, ratio
 from harness.workloads.base import Metric
 
@@ -72,6 +73,7 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
     # Plain dict lookups: a table is built per leg pair, and frames are slow to index cell by cell.
     cells = {(c["leg"], c["model"], c["workload"]): c for c in canon.cells.to_dict("records")}
     pairs = list(zip(legs, legs[1:]))
+    margin, margin_source = study_margin(canon)
     data_rows, disp_rows, any_ci = [], [], False
     ratios_all: list[list[Ratio]] = []
     for r in rows.to_dict("records"):
@@ -88,7 +90,7 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
         rs = []
         for (old, old_lb), (new, new_lb) in pairs:
             lab = _ratio_label(kind, old_lb, new_lb, short)
-            rt = ratio(samples[old], samples[new], higher_is_better=metric.higher_is_better)
+            rt = ratio(samples[old], samples[new], higher_is_better=metric.higher_is_better, margin=margin)
             rs.append(rt)
             any_ci |= rt.low is not None
             d[lab], d[f"{lab} low"], d[f"{lab} high"], d[f"{lab} verdict"] = rt.value, rt.low, rt.high, rt.verdict
@@ -96,6 +98,11 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
         ratios_all.append(rs)
         data_rows.append(d)
         disp_rows.append(s)
+    # The table is many tests: its verdicts are decided together (false discovery rate at alpha).
+    ratios_all = table_verdicts(ratios_all)
+    for d, rs in zip(data_rows, ratios_all):
+        for ((old, old_lb), (new, new_lb)), rt in zip(pairs, rs):
+            d[f"{_ratio_label(kind, old_lb, new_lb, short)} verdict"] = rt.verdict
     display = pd.DataFrame(disp_rows, columns=["model", "tp", "workload", *[lb for _, lb in legs],
                                                *[_ratio_label(kind, a[1], b[1], short) for a, b in pairs]])
     if any_ci:
@@ -111,8 +118,38 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
     elif any_ci:
         notes.append("Ratios are ratios of medians. \"single pass\": one run on each side, no interval.")
         notes.append(footnote())
+        notes.append(table_note(margin, margin_source, sum(r.test is not None for rs in ratios_all for r in rs)))
     notes.append(metric.ratio_note())
     return Table(name=name, title=title, data=pd.DataFrame(data_rows), display=display, notes=tuple(notes))
+
+
+def study_margin(canon: Canonical) -> tuple[float, str]:
+    """The study's equivalence margin and where it comes from: study.yaml's `margin`, else the
+    default for the device kind its canonical runs were measured on."""
+    declared = canon.study.extra.get("margin")
+    if declared is not None:
+        return float(declared), "study.yaml"
+    devices = canon.dataset.records.get("device")
+    device = next((str(d) for d in devices.dropna()), None) if devices is not None else None
+    kind = "cpu" if default_margin(device) == MARGIN_DEFAULT["cpu"] else "gpu"
+    return default_margin(device), f"the {kind.upper()} default"
+
+
+def table_verdicts(rows: list[list[Ratio]]) -> list[list[Ratio]]:
+    """Every cell of a table decided together: Benjamini–Hochberg over the cells' tests
+    (`significance.decide_table`); each cell keeps its own interval."""
+    flat = [r for rs in rows for r in rs]
+    decided = decide_table([r.test for r in flat])
+    it = iter(decided)
+    return [[replace(r, verdict=v) if r.test is not None and v is not None else r for r, v in zip(rs, it)]
+            for rs in rows]
+
+
+def table_note(margin: float, source: str, tests: int) -> str:
+    return (f"equivalent within ±{margin:.0%}: the interval lies inside [{1 / (1 + margin):.3f}, {1 + margin:.3f}] "
+            f"(two one-sided tests; margin from {source}); verdicts over the table's {tests} tested cells decided "
+            f"together ({TABLE_RULE}: the expected share of wrong verdicts among the decided ones ≤ α); "
+            "\"undecided\" says how many repeats per side would likely decide it.")
 
 
 def kind_table(canon: Canonical, kind: str) -> Table:

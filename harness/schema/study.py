@@ -4,7 +4,10 @@ row orders, and blocks other steps own (the report's under `report:`).
 Format history (schema_version):
   0 - unversioned (every study.yaml written before versions): the same keys.
   1 - `schema_version` written by the sweep. Later additions within 1, optional and ignored by a
-      harness that predates them: `crosscheck_band` (the band harness ÷ vLLM is judged against).
+      harness that predates them: `crosscheck_band` (the band harness ÷ vLLM is judged against);
+      `margin` (the practical margin δ of "equivalent within ±δ"; absent: the device kind's default)
+      and `engine_sd` (a measured bound on one engine instance's own speed, log sd, for the paired
+      design's rule), each with its source in `margin_source` / `engine_sd_source`.
 """
 
 from __future__ import annotations
@@ -38,6 +41,12 @@ class StudyFile(BaseModel):
     # The crosscheck's target: harness ÷ vLLM within 1 ± this, judged by the whole interval. A study
     # sets it for its hardware (the H200 study 0.01, the shared CPU 0.03); without it no band is judged.
     crosscheck_band: float | None = Field(None, gt=0, lt=1)
+    # "Equivalent within ±margin": a study's practical margin; None takes the device kind's default
+    # (significance.MARGIN_DEFAULT). Printed under every table that uses it.
+    margin: float | None = Field(None, gt=0, lt=1)
+    # The paired design's engine-instance bound (significance.nested_paired), and where it was measured.
+    engine_sd: float | None = Field(None, ge=0, lt=1)
+    engine_sd_source: str | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -1,0 +1,244 @@
+"""Seeded simulations of the verdicts' error rates beyond the serial rule's (which lives beside it in
+`significance`): the paired, interleaved design with engine instances as a level of their own and a
+drifting host; equivalence at and beyond the margin; and a whole table's false discovery rate.
+
+Every function draws log values from a stated model and applies the very rule the tables apply
+(`significance.nested_paired`, `welch_log`, `decide_table`), vectorised where the rule allows it and
+checked against the scalar rule in the tests. `python -m harness.analyze.simulation` prints the tables
+docs/statistics.md shows.
+
+The model of a paired block (one engine per leg, K rounds, legs alternating A B / B A):
+
+    log value of a pass = host(t) + engine(leg, block) + effect·[new leg] + noise
+
+host(t) is a random walk over the block's passes (`drift` per pass) with, with probability `step_p`
+per block, one step of `step` at a random pass (a neighbour starting a job); engine(leg, block) is
+each engine instance's own speed, normal with sd `tau`; noise is normal with sd `sigma` per pass.
+Sizes default to what this project measured: the CPU probe's per-pass log sd about 0.04 per side
+(0.057 per pair), the H200's 0.3-1%; tau is swept from 0 to twice sigma.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.analyze.significance import (ALPHA, NESTED_MIN_BLOCKS, NESTED_SIZE, PAIRED_MIN, POOL_LEVEL, Test,
+                                          _decide, decide_table, nested_paired, welch_log)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Host:
+    sigma: float = 0.04     # per-pass noise, log sd, each side
+    tau: float = 0.0        # engine-instance sd, each leg's engine in each block
+    drift: float = 0.005    # host random walk, log sd per pass
+    step: float = 0.05      # a step change of the host's speed...
+    step_p: float = 0.3     # ...in this share of blocks, at a random pass
+
+
+def paired_blocks(rng: np.random.Generator, reps: int, blocks: int, pairs: int, host: Host,
+                  effect: float = 0.0) -> np.ndarray:
+    """(reps, blocks, pairs) log pair ratios new/old from the block model above (balanced order)."""
+    n_pass = 2 * pairs
+    steps = rng.normal(0.0, host.drift, (reps, blocks, n_pass))
+    h = np.cumsum(steps, axis=2)
+    jump = rng.random((reps, blocks)) < host.step_p
+    at = rng.integers(0, n_pass, (reps, blocks))
+    h += np.where(jump[..., None] & (np.arange(n_pass)[None, None, :] >= at[..., None]), host.step, 0.0)
+    k = np.arange(pairs)
+    first = 2 * k          # time slot of the round's first pass
+    new_first = (k % 2) == 1   # A B in odd rounds (1-based), B A in even
+    t_new = np.where(new_first, first, first + 1)
+    t_old = np.where(new_first, first + 1, first)
+    eng = rng.normal(0.0, host.tau, (reps, blocks, 2))
+    noise = rng.normal(0.0, host.sigma, (reps, blocks, pairs, 2))
+    new = h[:, :, t_new] + eng[..., 1:2] + math.log1p(effect) + noise[..., 1]
+    old = h[:, :, t_old] + eng[..., 0:1] + noise[..., 0]
+    return new - old
+
+
+def nested_verdicts(d: np.ndarray, *, alpha: float = ALPHA, margin: float | None = None,
+                    engine_sd: float | None = None) -> np.ndarray:
+    """The nested rule over rows of a (reps, blocks, pairs) array, vectorised: one verdict code per
+    row (1 faster, -1 slower, 2 equivalent, 0 undecided). Balanced blocks only."""
+    from scipy import stats as sps
+
+    reps, b, k = d.shape
+    n = b * k
+    means = d.mean(axis=2)
+    grand = means.mean(axis=1)
+    ssw = ((d - means[..., None]) ** 2).sum(axis=(1, 2))
+    ssb = k * ((means - grand[:, None]) ** 2).sum(axis=1)
+    dfb, dfw = b - 1, n - b
+    a = NESTED_SIZE * alpha
+    se_blk = means.std(axis=1, ddof=1) / math.sqrt(b)
+    if dfw > 0 and engine_sd is not None:
+        msw, msb = ssw / dfw, ssb / dfb
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f_p = sps.f.sf(msb / (msw + k * 2 * engine_sd ** 2), dfb, dfw)
+        pooled = f_p >= POOL_LEVEL
+        se = np.where(pooled, np.sqrt(msw / n + 2 * engine_sd ** 2 / b), se_blk)
+        df = np.where(pooled, dfw, dfb).astype(float)
+    else:
+        se, df = se_blk, np.full(reps, float(dfb))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = 2 * sps.t.sf(np.abs(grand / se), df)
+        code = np.where(p < a, np.sign(grand), 0).astype(int)
+        if margin is not None:
+            lim = math.log1p(margin)
+            p_eq = 2 * np.maximum(sps.t.sf((grand + lim) / se, df), sps.t.cdf((grand - lim) / se, df))
+            code = np.where((code == 0) & (p_eq < a), 2, code)
+    return code
+
+
+def paired_rates(blocks: int, pairs: int, host: Host, *, effect: float = 0.0, margin: float | None = None,
+                 engine_sd: float | None = None, reps: int = 20000, seed: int = 0) -> dict[str, float]:
+    """Shares of `reps` simulated paired comparisons called faster, slower, equivalent, by the rule
+    given the engine bound `engine_sd` (the host's true tau may be below or above it)."""
+    rng = np.random.default_rng(seed)
+    code = nested_verdicts(paired_blocks(rng, reps, blocks, pairs, host, effect), margin=margin, engine_sd=engine_sd)
+    return {"faster": float(np.mean(code == 1)), "slower": float(np.mean(code == -1)),
+            "equivalent": float(np.mean(code == 2)), "difference": float(np.mean(np.abs(code) == 1))}
+
+
+def welch_equivalent_rate(n: int, *, log_sd: float, effect: float, margin: float, reps: int = 20000,
+                          seed: int = 0, alpha: float = ALPHA) -> float:
+    """Share of simulated serial comparisons (n repeats per side, log-normal) called "equivalent"."""
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(seed)
+    a = rng.normal(math.log1p(effect), log_sd, (reps, n))
+    b = rng.normal(0.0, log_sd, (reps, n))
+    m = a.mean(axis=1) - b.mean(axis=1)
+    se = np.sqrt(a.var(axis=1, ddof=1) / n + b.var(axis=1, ddof=1) / n)
+    va, vb = a.var(axis=1, ddof=1) / n, b.var(axis=1, ddof=1) / n
+    df = (va + vb) ** 2 / (va ** 2 / (n - 1) + vb ** 2 / (n - 1))
+    lim = math.log1p(margin)
+    p_eq = 2 * np.maximum(sps.t.sf((m + lim) / se, df), sps.t.cdf((m - lim) / se, df))
+    p = 2 * sps.t.sf(np.abs(m / se), df)
+    return float(np.mean((p >= alpha) & (p_eq < alpha)))
+
+
+# --- a table's false discovery rate ----------------------------------------------------------------
+
+def table_fdr(cells: int, *, null_share: float, effect: float, margin: float, sigma: float, blocks: int,
+              pairs: int, tau: float = 0.0, engine_sd: float | None = None, reps: int = 400, seed: int = 0,
+              controlled: bool = True) -> dict[str, float]:
+    """Tables of `cells` paired comparisons, a `null_share` of them with no true difference (so
+    "equivalent" is right there and "faster"/"slower" wrong) and the rest truly `effect` apart, more
+    than the margin (so "equivalent" is wrong there). Returns the mean false discovery proportion over
+    `reps` tables, with `decide_table` (controlled) or each cell's own verdict."""
+    rng = np.random.default_rng(seed)
+    host = Host(sigma=sigma, tau=tau)
+    fdp, decided = [], []
+    n_null = int(round(cells * null_share))
+    for _ in range(reps):
+        tests: list[Test] = []
+        truth: list[float] = []
+        for c in range(cells):
+            # Non-null cells truly `effect` apart, either way round (1 + effect, or its inverse).
+            e = 0.0 if c < n_null else (effect if rng.random() < 0.5 else 1 / (1 + effect) - 1)
+            d = paired_blocks(rng, 1, blocks, pairs, host, e)[0]
+            tests.append(nested_paired(list(d), margin=margin, engine_sd=engine_sd).test)
+            truth.append(e)
+        verdicts = decide_table(tests) if controlled else [t.verdict for t in tests]
+        wrong = sum(1 for v, e in zip(verdicts, truth) if (v in ("faster", "slower") and e == 0.0)
+                    or (v == "equivalent" and abs(math.log1p(e)) >= math.log1p(margin) - 1e-12)
+                    or (v == "faster" and e < 0) or (v == "slower" and e > 0))
+        made = sum(1 for v in verdicts if v in ("faster", "slower", "equivalent"))
+        fdp.append(wrong / max(made, 1))
+        decided.append(made / cells)
+    return {"fdr": float(np.mean(fdp)), "decided": float(np.mean(decided))}
+
+
+def scalar_check(d: np.ndarray, margin: float | None) -> int:
+    """The scalar rule's verdict code for one (blocks, pairs) array: the tests compare it with the
+    vectorised rule."""
+    t = nested_paired(list(d), margin=margin).test
+    return {"faster": 1, "slower": -1, "equivalent": 2}.get(t.verdict, 0)
+
+
+# --- the printed tables -------------------------------------------------------------------------------
+
+BLOCKS = (2, 3, 4, 6)
+PAIRS = (2, 3, 4, 6, 8, 12)
+TAU_X = (0.0, 0.1, 0.25, 0.5, 1.0, 2.0)   # engine-instance sd as a multiple of sigma
+EFFECTS = (0.01, 0.02, 0.05, 0.10)
+
+
+def fpr_grid(sigma: float = 0.04, *, reps: int = 20000, seed: int = 0, blocks: Sequence[int] = BLOCKS,
+             pairs: Sequence[int] = PAIRS, tau_x: Sequence[float] = TAU_X) -> list[dict[str, float]]:
+    """False "faster"/"slower" rate at every (blocks, pairs) the design allows and every engine effect."""
+    rows = []
+    for b in blocks:
+        for k in pairs:
+            if b * k < PAIRED_MIN or b < NESTED_MIN_BLOCKS:
+                continue
+            for i, tx in enumerate(tau_x):
+                r = paired_rates(b, k, Host(sigma=sigma, tau=tx * sigma), reps=reps, seed=seed + 7919 * b + 101 * k + i)
+                rows.append({"blocks": b, "pairs": k, "tau/sigma": tx, "fpr": r["difference"]})
+    return rows
+
+
+def power_grid(sigma: float = 0.04, *, reps: int = 20000, seed: int = 1, blocks: Sequence[int] = (2, 3),
+               pairs: Sequence[int] = (4, 8, 12), tau_x: float = 0.25, margin: float = 0.05) -> list[dict[str, float]]:
+    rows = []
+    for b in blocks:
+        for k in pairs:
+            row: dict[str, float] = {"blocks": b, "pairs": k, "tau/sigma": tau_x}
+            for e in EFFECTS:
+                row[f"power {e:.0%}"] = paired_rates(b, k, Host(sigma=sigma, tau=tau_x * sigma), effect=e,
+                                                     reps=reps, seed=seed + b * 31 + k)["difference"]
+            row["equivalent at 0"] = paired_rates(b, k, Host(sigma=sigma, tau=tau_x * sigma), margin=margin,
+                                                  reps=reps, seed=seed + b * 37 + k)["equivalent"]
+            rows.append(row)
+    return rows
+
+
+def _md(rows: list[dict[str, float]]) -> str:
+    cols = list(rows[0])
+    out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols) + " |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m harness.analyze.simulation",
+                                description="Error rates of the paired design, equivalence and a table's FDR.")
+    p.add_argument("--reps", type=int, default=20000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sigma", type=float, default=0.04, help="per-pass log sd, each side")
+    a = p.parse_args(argv)
+    rows = fpr_grid(a.sigma, reps=a.reps, seed=a.seed)
+    print("## False difference rate, paired design\n")
+    print(_md(rows))
+    print(f"largest: {max(r['fpr'] for r in rows):.4f}\n")
+    print("## Power and equivalence at no difference (margin 5%)\n")
+    print(_md(power_grid(a.sigma, reps=a.reps, seed=a.seed + 1)))
+    print("## Equivalence claimed when the true difference is the margin (5%) or more\n")
+    eq = []
+    for b in (2, 3, 4):
+        for k in (3, 6, 12):
+            for e in (0.05, 0.0625):
+                eq.append({"blocks": b, "pairs": k, "true effect": e,
+                           "equivalent": paired_rates(b, k, Host(sigma=a.sigma / 4, tau=0.0), effect=e, margin=0.05,
+                                                      reps=a.reps, seed=a.seed + 17 * b + k)["equivalent"]})
+    print(_md(eq))
+    print("## A table's false discovery rate (Benjamini–Hochberg vs each cell alone)\n")
+    fd = []
+    for cells in (20, 70):
+        for ns in (0.8, 0.95):
+            for ctl in (True, False):
+                r = table_fdr(cells, null_share=ns, effect=0.10, margin=0.05, sigma=a.sigma, blocks=2, pairs=8,
+                              tau=0.005, engine_sd=0.01, reps=200, seed=a.seed, controlled=ctl)
+                fd.append({"cells": cells, "null share": ns, "rule": "BH" if ctl else "per cell", **r})
+    print(_md(fd))
+
+
+if __name__ == "__main__":
+    main()

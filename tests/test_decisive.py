@@ -1,0 +1,116 @@
+"""The decisive verdicts' error rates, by seeded simulation (harness.analyze.simulation): the paired,
+interleaved design's rule with engine instances as a level, "equivalent within ±δ", and a table's
+false discovery rate. Each check would fail for a rule that overclaims (shown beside it)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness.analyze import significance as sig
+from harness.analyze import simulation as simu
+from harness.analyze.fmt import fmt_verdict
+from harness.analyze.stats import nested_ratio, ratio
+
+SIGMA = 0.04        # the CPU probe's per-pass log sd, each side (0.057 per pair)
+BOUND = 0.01        # an engine-instance bound of a quarter of the pass noise
+
+
+def test_vectorised_rule_is_the_scalar_rule():
+    rng = np.random.default_rng(3)
+    for engine_sd in (None, BOUND):
+        for blocks, pairs in ((2, 3), (3, 4), (2, 8)):
+            d = simu.paired_blocks(rng, 60, blocks, pairs, simu.Host(sigma=SIGMA, tau=0.01), effect=0.03)
+            vec = simu.nested_verdicts(d, margin=0.05, engine_sd=engine_sd)
+            for row, code in zip(d, vec):
+                t = sig.nested_paired(list(row), margin=0.05, engine_sd=engine_sd).test
+                assert {"faster": 1, "slower": -1, "equivalent": 2}.get(t.verdict, 0) == code
+
+
+def test_false_difference_rate_at_every_allowed_design_within_the_bound():
+    reps = 6000
+    cases = [(b, k, tx) for b in (2, 3, 4) for k in (2, 3, 6, 12) for tx in (0.0, 0.5, 1.0) if b * k >= sig.PAIRED_MIN]
+    limit = sig.fpr_limit(reps, checks=len(cases))
+    worst = 0.0
+    for i, (b, k, tx) in enumerate(cases):
+        r = simu.paired_rates(b, k, simu.Host(sigma=SIGMA, tau=tx * BOUND), engine_sd=BOUND, reps=reps, seed=i)
+        worst = max(worst, r["difference"])
+        assert r["difference"] <= limit, (b, k, tx, r)
+    print(f"largest false difference rate within the bound: {worst:.4f} (limit {limit:.4f})")
+
+
+def test_ignoring_engine_instances_overclaims():
+    # The same check fails for a rule that treats every pair as independent (bound 0) while engines
+    # differ by the bound: the reason the bound is part of the rule.
+    reps = 6000
+    r = simu.paired_rates(2, 12, simu.Host(sigma=SIGMA, tau=BOUND * 2), engine_sd=0.0, reps=reps, seed=1)
+    assert r["difference"] > sig.fpr_limit(reps)
+
+
+def test_without_a_bound_the_block_means_are_the_units():
+    rng = np.random.default_rng(0)
+    d = simu.paired_blocks(rng, 1, 3, 6, simu.Host(sigma=SIGMA), effect=0.0)[0]
+    res = sig.nested_paired(list(d), margin=0.05)
+    assert not res.pooled and res.test.unit == "engine block" and res.test.n == 3
+    one = sig.nested_paired([list(d[0])], margin=0.05)
+    assert one.test.verdict == "too few repeats" and one.test.needs == sig.NESTED_MIN_BLOCKS
+
+
+def test_power_of_the_paired_design():
+    # Two engine blocks of eight pairs at the CPU's pass noise: 10% found most of the time.
+    r = simu.paired_rates(2, 8, simu.Host(sigma=SIGMA, tau=0.005), effect=0.10, engine_sd=BOUND, reps=4000, seed=5)
+    assert r["faster"] > 0.7
+
+
+@pytest.mark.parametrize("effect", [0.05, 0.07])
+def test_equivalent_is_rarely_claimed_at_or_beyond_the_margin(effect):
+    reps = 20000
+    limit = sig.fpr_limit(reps, checks=8)
+    for n in (2, 3, 5, 10):
+        assert simu.welch_equivalent_rate(n, log_sd=0.01, effect=effect, margin=0.05, reps=reps, seed=n) <= limit
+    for b, k in ((2, 6), (3, 12)):
+        r = simu.paired_rates(b, k, simu.Host(sigma=0.01, tau=0.0), effect=effect, margin=0.05, engine_sd=0.002,
+                              reps=reps, seed=b * k)
+        assert r["equivalent"] <= limit, (b, k, r)
+
+
+def test_equivalence_is_reached_when_it_holds():
+    t = sig.welch_log([100, 100.5, 99.6, 100.2], [100.1, 99.8, 100.3, 99.9], margin=0.02)
+    assert t.verdict == "equivalent" and 1 / 1.02 < t.low and t.high < 1.02
+    wide = sig.welch_log([100, 110, 90], [100, 108, 93], margin=0.02)
+    assert wide.verdict == "undecided" and (wide.needs is None or wide.needs > 3)
+
+
+def test_a_tables_false_discovery_rate():
+    for cells, null_share in ((20, 0.8), (70, 0.9)):
+        kw = dict(null_share=null_share, effect=0.10, margin=0.05, sigma=SIGMA, blocks=2, pairs=8, tau=0.005)
+        ctl = simu.table_fdr(cells, engine_sd=BOUND, reps=60, seed=cells, **kw)
+        assert ctl["fdr"] <= sig.ALPHA + 0.02, ctl   # Monte-Carlo slack of 60 tables
+        assert ctl["decided"] > 0.05, ctl            # and it still decides
+
+
+def test_decide_table_is_stricter_than_each_cell():
+    tests = [sig.welch_log([1.0, 1.02, 0.99], [1.0, 0.97, 1.01], margin=0.05) for _ in range(1)]
+    near = sig.welch_log([1.06, 1.05, 1.07], [1.0, 1.01, 0.99])          # p a little under alpha
+    many = [near] + [sig.welch_log([1.0, 1.03, 0.97], [1.0, 0.98, 1.02]) for _ in range(30)]
+    assert near.verdict == "faster"
+    out = sig.decide_table(many)
+    assert out[0] in ("faster", "undecided") and all(v == "undecided" for v in out[1:])
+    assert sig.decide_table(tests) == [tests[0].verdict]          # one test: the cell's own verdict
+    assert sig.decide_table([None]) == [None]
+
+
+def test_nested_ratio_and_its_printed_verdict():
+    rng = np.random.default_rng(2)
+    blocks = [[(100.0 * math.exp(e1), 104.0 * math.exp(e2)) for e1, e2 in rng.normal(0, 0.01, (8, 2))]
+              for _ in range(2)]
+    r = nested_ratio(blocks, margin=0.05, engine_sd=0.002)
+    assert r.verdict == "faster" and 1.02 < r.value < 1.06 and r.n_old == 16 and r.unit == "pair"
+    lat = nested_ratio([[(n, o) for o, n in b] for b in blocks], higher_is_better=False, margin=0.05, engine_sd=0.002)
+    assert lat.verdict == "faster"   # lower ms/token on the new side: faster
+    und = ratio([100, 110, 95], [101, 108, 97], margin=0.05)
+    assert und.verdict == "undecided" and fmt_verdict(und).startswith("undecided (~")
+    eq = ratio([100, 100.2, 99.9], [100.1, 100.0, 100.2], margin=0.02)
+    assert fmt_verdict(eq) == "equivalent within ±2%"
