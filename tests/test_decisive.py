@@ -114,3 +114,32 @@ def test_nested_ratio_and_its_printed_verdict():
     assert und.verdict == "undecided" and fmt_verdict(und).startswith("undecided (~")
     eq = ratio([100, 100.2, 99.9], [100.1, 100.0, 100.2], margin=0.02)
     assert fmt_verdict(eq) == "equivalent within ±2%"
+
+
+def test_a_paired_study_is_decided_by_the_nested_rule(tmp_path):
+    # FAKE records of the paired design: two legs, two engine blocks of six rounds, the new leg 8% faster.
+    from harness.analyze import tables
+    from harness.analyze.canonical import canonicalize
+    from harness.analyze.dataset import load
+    from tests.studygen import record_dict, write_run, write_study_yaml
+
+    legs = [("cpu-a", "0.27"), ("cpu-b", "0.32")]
+    write_study_yaml(tmp_path, legs, engine_sd=0.005, margin=0.05)
+    rng = np.random.default_rng(4)
+    for block in (1, 2):
+        host = rng.normal(0, 0.03, 6)
+        for (leg, label), gain in zip(legs, (1.0, 1.08)):
+            passes = [{"round": k + 1, "position": k % 2, "started_at": 1.0, "ended_at": 2.0, "seconds": 1.0,
+                       "value": 1000 * gain * math.exp(host[k] + rng.normal(0, 0.005))} for k in range(6)]
+            vals = sorted(p["value"] for p in passes)
+            rec = record_dict(leg=leg, leg_label=label, repeat=block, value=(vals[2] + vals[3]) / 2,
+                              manifest={"device": "x86_64 FAKE-CPU"},
+                              paired={"block": block, "blocks": 2, "pairs": 6, "legs": [a for a, _ in legs],
+                                      "passes": passes})
+            write_run(tmp_path, rec)
+    t = tables.throughput(canonicalize(load(tmp_path)))
+    row = t.display.iloc[0]
+    col = [c for c in t.display.columns if c.endswith("verdict")][0]
+    assert row[col] == "faster", row.to_dict()
+    assert row[col.replace("verdict", "n")] == "12/12"
+    assert any("paired cells" in n and "0.0050" in n for n in t.notes)

@@ -209,11 +209,14 @@ def canonicalize(ds: Dataset, *, series: str | None = None, arm: str = "default"
             "pins": tuple(sorted({p for r in g for p in r["pins"]})),
             "source_document": col("source_document"), "source_table": col("source_table"),
             "run_dirs": tuple(r["run_dir"] for r in g),
+            # The paired design's passes, {(block, round): value}: what the nested rule pairs across legs.
+            "pairs": {(int(r["paired_block"]), int(rd)): float(v) for r in g if r.get("paired_passes")
+                      for rd, v in r["paired_passes"]} or None,
         })
     cell_cols = ["study", "leg", "leg_label", "model", "tp", "workload", "kind", "metric", "unit", "value", "n",
                  "samples", "provenance", "reused", "num_seqs", "output_tokens", "vllm", "torch", "torch_cuda",
                  "transformers", "cutlass", "device", "host", "compat_id", "pins", "source_document",
-                 "source_table", "run_dirs"]
+                 "source_table", "run_dirs", "pairs"]
     excl = sel.loc[list(reasons), ["leg", "leg_label", "model", "workload", "repeat", "status", "run_dir"]].copy()
     excl["reason"] = [reasons[i] for i in excl.index]
     expected = sel[["leg", "model", "tp", "workload", "kind"]].drop_duplicates(["leg", "model", "workload"])

@@ -46,6 +46,9 @@ COLUMNS: tuple[str, ...] = (
     "wall_s", "timed_s", "engine_init_s", "engine_mode", "engine_group", "engine_instance", "engine_position",
     # A profiled run (never canonical) and the prefill/decode split of vLLM's request stats.
     "profiled", "ttft_s", "tpot_s", "decode_share",
+    # The paired design: the run's engine block and every timed pass as (round, value), in the
+    # kind's unit; None for a run measured in the serial design.
+    "paired_block", "paired_passes", "paired_incomplete",
 )
 
 
@@ -267,6 +270,10 @@ def _row(rec: RunRecord, run_dir: Path, reuse: tuple[str, bool] | None, log: str
         "profiled": rec.profile is not None,
         "ttft_s": rec.phases.ttft_s if rec.phases else None, "tpot_s": rec.phases.tpot_s if rec.phases else None,
         "decode_share": rec.phases.decode_share if rec.phases else None,
+        "paired_block": rec.paired.block if rec.paired else None,
+        "paired_passes": (tuple((x.round, x.value) for x in rec.paired.passes if x.value is not None and x.value > 0)
+                          if rec.paired else None),
+        "paired_incomplete": rec.paired.incomplete if rec.paired else None,
     }
 
 

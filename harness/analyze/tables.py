@@ -31,8 +31,8 @@ from harness.analyze.fmt import (MISSING, fmt_ci, fmt_ms, fmt_ratio, fmt_tok_s, 
                                  short_labels, ticked)
 from harness.analyze.order import _legs, leg_pairs, model_order, order_frame, row_key  # noqa: F401
 from harness.analyze.fmt import fmt_n
-from harness.analyze.significance import MARGIN_DEFAULT, TABLE_RULE, decide_table, default_margin
-from harness.analyze.stats import Ratio, footnote, ratio
+from harness.analyze.significance import MARGIN_DEFAULT, NESTED_METHOD, TABLE_RULE, decide_table, default_margin
+from harness.analyze.stats import Ratio, footnote, nested_ratio, ratio
 from harness.workloads.base import Metric
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +74,7 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
     cells = {(c["leg"], c["model"], c["workload"]): c for c in canon.cells.to_dict("records")}
     pairs = list(zip(legs, legs[1:]))
     margin, margin_source = study_margin(canon)
+    engine_sd = canon.study.extra.get("engine_sd")
     data_rows, disp_rows, any_ci = [], [], False
     ratios_all: list[list[Ratio]] = []
     for r in rows.to_dict("records"):
@@ -81,16 +82,20 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
         d: dict[str, object] = {"model": model, "tp": int(r["tp"]), "workload": workload}
         s: dict[str, object] = {"model": ticked(model), "tp": str(d["tp"]), "workload": workload}
         samples: dict[str, tuple[float, ...]] = {}
+        passes: dict[str, dict | None] = {}
         for leg, label in legs:
             c = cells.get((leg, model, workload))
             samples[leg] = tuple(c["samples"]) if c is not None else ()
+            passes[leg] = c.get("pairs") if c is not None else None
             d[label] = float(c["value"]) if c is not None else None
             d[f"{label} n"] = int(c["n"]) if c is not None else 0
             s[label] = fmt(d[label])
         rs = []
         for (old, old_lb), (new, new_lb) in pairs:
             lab = _ratio_label(kind, old_lb, new_lb, short)
-            rt = ratio(samples[old], samples[new], higher_is_better=metric.higher_is_better, margin=margin)
+            rt = (paired_cell(passes[old], passes[new], metric=metric, margin=margin, engine_sd=engine_sd)
+                  if passes[old] and passes[new] else
+                  ratio(samples[old], samples[new], higher_is_better=metric.higher_is_better, margin=margin))
             rs.append(rt)
             any_ci |= rt.low is not None
             d[lab], d[f"{lab} low"], d[f"{lab} high"], d[f"{lab} verdict"] = rt.value, rt.low, rt.high, rt.verdict
@@ -119,6 +124,11 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
         notes.append("Ratios are ratios of medians. \"single pass\": one run on each side, no interval.")
         notes.append(footnote())
         notes.append(table_note(margin, margin_source, sum(r.test is not None for rs in ratios_all for r in rs)))
+        if any(r.method == NESTED_METHOD for rs in ratios_all for r in rs):
+            notes.append(f"paired cells ({NESTED_METHOD}): n counts pass pairs run back to back on both legs' resident "
+                         "engines; the ratio is their geometric mean; engine instances enter through "
+                         + (f"the measured bound engine_sd = {float(engine_sd):.4f} (study.yaml)" if engine_sd is not None
+                            else "their block means (no engine_sd bound declared)") + " (docs/statistics.md).")
     notes.append(metric.ratio_note())
     return Table(name=name, title=title, data=pd.DataFrame(data_rows), display=display, notes=tuple(notes))
 
@@ -133,6 +143,17 @@ def study_margin(canon: Canonical) -> tuple[float, str]:
     device = next((str(d) for d in devices.dropna()), None) if devices is not None else None
     kind = "cpu" if default_margin(device) == MARGIN_DEFAULT["cpu"] else "gpu"
     return default_margin(device), f"the {kind.upper()} default"
+
+
+def paired_cell(old: dict, new: dict, *, metric: Metric, margin: float, engine_sd: float | None) -> Ratio:
+    """Two legs' paired passes, matched by (engine block, round); a pass without its partner is left
+    out (the pair is incomplete). The nested rule (`stats.nested_ratio`) decides; its point value is
+    the geometric mean pair ratio rather than the ratio of medians."""
+    blocks: dict[int, list[tuple[float, float]]] = {}
+    for key in sorted(set(old) & set(new)):
+        blocks.setdefault(key[0], []).append((old[key], new[key]))
+    return nested_ratio(list(blocks.values()), higher_is_better=metric.higher_is_better, margin=margin,
+                        engine_sd=None if engine_sd is None else float(engine_sd))
 
 
 def table_verdicts(rows: list[list[Ratio]]) -> list[list[Ratio]]:
