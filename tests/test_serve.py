@@ -161,7 +161,7 @@ def test_curve_pareto_cost_and_ratios():
     r = aserve.ratios(pts, "old", "new").set_index("concurrency")
     assert r.loc[4, "output_tok_s"] == pytest.approx(2.0) and r.loc[4, "output_tok_s_verdict"] == "faster"
     assert r.loc[4, "ttft_p50_ms"] == pytest.approx(2.0)      # lower is better: old/new
-    assert r.loc[4, "tok_s_per_user_verdict"] == "no difference detected"
+    assert r.loc[4, "tok_s_per_user_verdict"] == "undecided"
 
 
 def test_shipped_cpu_serve_study_reads_from_any_folder(tmp_path, monkeypatch):

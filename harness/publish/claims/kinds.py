@@ -121,7 +121,7 @@ def _flat_class(rows: list[Step], cls: str, old: str, new: str, p: ClaimParams) 
     inside = [s.r for s in mine if flat(s.r, p)]
     holds = not out
     ci = [s for s in mine if s.ratio.low is not None]
-    within = sum(1 for s in ci if s.ratio.verdict == "no difference detected")
+    within = sum(1 for s in ci if s.ratio.low <= 1 <= (s.ratio.high or 0))
     ci_note = (f"; the 95% interval contains 1.00x on {within} of {len(ci)} rows" if ci else "")
     if holds:
         sentence = f"{w.cap(cls)} models are essentially flat ({w.span_range(inside)}{ci_note})."

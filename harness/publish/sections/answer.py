@@ -200,7 +200,7 @@ def _summary(st: Study, cells: list[Cell], shown: list[Cell]) -> list[str]:
                      "shown is the one the printed rounding allows, not a confidence interval.")
     elif single:
         lines.append("Every ratio is a single pass per side: the verdict is \"single pass\", and a ratio within the "
-                     "band reads \"no difference detected\", never \"no difference\".")
+                     "band reads \"undecided\", never \"no difference\".")
     if len(shown) < len(cells):
         lines.append(f"The table lists the {len(shown)} rows of cells that moved (by more than {band:.0%}, or with a "
                      f"95% interval that excludes 1.00x) or miss a side; the other {len(cells) - len(shown)} are "

@@ -31,7 +31,7 @@ def limitations(st: Study) -> list[str]:
             if extra:
                 txt += f" Repeats outside it: {extra}."
             txt += (f" A single-pass ratio has no interval, so every conclusion within {st.params.band:.0%} of 1.00x "
-                    f"reads \"no difference detected\", not \"no difference\".")
+                    f"reads \"undecided\", not \"no difference\".")
             items.append(txt)
         else:
             worst = max(((spread(s) or 0.0, m, wl, lg) for s, m, wl, lg in
@@ -40,8 +40,8 @@ def limitations(st: Study) -> list[str]:
                 sp, m, wl, lg = worst
                 items.append(f"**Dispersion.** Every canonical figure is the median of {w.span(cells['n'])} "
                              f"repeats; the largest repeat spread is {sp:.1%} ({ticked(m)} {wl} on {lg}). "
-                             f"A ratio whose interval contains 1.00x reads \"no difference detected\", not \"no "
-                             f"difference\".")
+                             f"A ratio whose interval contains 1.00x reads \"undecided\" (or \"equivalent within ±δ\" "
+                             f"where the whole interval lies inside the study's margin), never \"no difference\".")
     devs = devices(canon)
     if devs:
         items.append(f"**{w.names(devs)} only.** Absolute numbers are specific to this device and runtime; do not "
