@@ -21,18 +21,36 @@ def _loc(loc: tuple) -> str:
     return out or "(top level)"
 
 
-def describe(err: ValidationError) -> str:
+_KEYED = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*|\.\d+|\[\d+\])*): (.*)$", re.S)
+
+
+def _key_parts(key: str) -> tuple:
+    """`workloads[0].num_prompts` -> ("workloads", 0, "num_prompts")."""
+    return tuple(int(x) if x.isdigit() else x for x in re.split(r"[.\[\]]+", key) if x)
+
+
+def key_path(err: ValidationError) -> tuple[tuple, str]:
+    """(the key path of the first error, its message). A validator that knows the key it refuses says
+    so as "key: why" (a dotted path with [i] indexes, relative to where it runs); a field validator
+    that names its own field ("legs[0]: ...") is not given the field twice."""
     first = err.errors()[0]
     loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
-        msg = "unknown key"
-    elif first["type"] == "value_error":
-        # A model validator that knows the key it refuses says so as "key: why".
+        return loc, "unknown key"
+    if first["type"] == "value_error":
         msg = msg.removeprefix("Value error, ")
-        m = re.match(r"^([A-Za-z_][\w.]*): (.*)$", msg)
+        m = _KEYED.match(msg)
         if m:
-            loc, msg = (*loc, *m.group(1).split(".")), m.group(2)
+            parts = _key_parts(m.group(1))
+            if loc and parts and parts[0] == loc[-1]:
+                loc = loc[:-1]
+            loc, msg = (*loc, *parts), m.group(2)
+    return loc, msg
+
+
+def describe(err: ValidationError) -> str:
+    loc, msg = key_path(err)
     more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
     return f"{_loc(loc)}: {msg}{more}"
 
@@ -132,19 +150,17 @@ def line_of(node: yaml.Node | None, loc: tuple) -> int | None:
     return line
 
 
-def _error_loc(err: ValidationError) -> tuple:
-    first = err.errors()[0]
-    loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-    if first["type"] == "value_error":
-        m = re.match(r"^Value error, ([A-Za-z_][\w.\[\]]*): ", first["msg"])
-        if m:
-            loc += tuple(int(x) if x.isdigit() else x for x in re.split(r"[.\[\]]+", m.group(1)) if x)
-    return loc
+def line_at(path: Path, loc: tuple) -> int | None:
+    """The line of the key path `loc` in a YAML file already loaded once (so known to be readable)."""
+    try:
+        return line_of(_compose(path), loc)
+    except Exception:  # noqa: BLE001 - a line number is a courtesy; the error is said without it
+        return None
 
 
 def describe_at(err: ValidationError, node: yaml.Node | None) -> str:
     """`describe`, prefixed with the line the failing key is on where the document has it."""
-    line = line_of(node, _error_loc(err))
+    line = line_of(node, key_path(err)[0])
     return f"line {line}: {describe(err)}" if line else describe(err)
 
 

@@ -18,12 +18,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator, model_validator
 
 from harness import workloads
-from harness.workloads import limits
+from harness.workloads import limits, sources
 
 from harness.core import paths
-from harness.core.errors import InvalidFileError
+from harness.core.errors import InvalidFileError, UserError
 from harness.measure.leg import known_legs
-from harness.core.yamlio import load_model
+from harness.core.yamlio import line_at, load_model
 
 Scalar = str | int | float | bool | None
 
@@ -37,6 +37,58 @@ def _path_name(v: str) -> str:
     if why:
         raise ValueError(why)
     return v
+
+
+def _strict_bools(params: type, given: dict[str, Any]) -> None:
+    """A plugin's boolean parameter takes true or false, nothing else: pydantic would read a quoted
+    "no" (or 0, or "off") as false, and a quoted "yes" as true, without a word."""
+    hints = typing.get_type_hints(params)
+    for k, v in given.items():
+        hint = hints.get(k)
+        if hint is bool or (typing.get_origin(hint) in (typing.Union, types.UnionType)
+                            and bool in typing.get_args(hint)):
+            if not isinstance(v, bool) and not (v is None and type(None) in typing.get_args(hint)):
+                raise ValueError(f"{k}: {v!r} is not a boolean; write true or false, unquoted")
+
+
+# Engine arguments the harness sets itself from another key; given in engine_args they would be
+# overridden (or clash) while the record kept them as if they had been used.
+HARNESS_SETS = {
+    "tensor_parallel_size": "the model's `tp` key",
+    "model": "the model's `path` or `architecture` key",
+    "tokenizer": "the model's `tokenizer` key",
+    "dtype": "the model's `dtype` key",
+    "seed": "the workload's `seed` key",
+    "served_model_name": "the harness (the model's name)",
+    "host": "the harness (the serve client's address)",
+    "port": "the harness (a free port per server)",
+}
+# What pydantic and YAML 1.1 would read as a boolean; quoted, it reaches vLLM as a (true) string.
+_BOOLISH = {"yes", "no", "on", "off", "true", "false", "y", "n"}
+
+
+def _engine_args(args: dict[str, Any], where: str = "engine_args") -> dict[str, Any]:
+    for k, v in args.items():
+        key = f"{where}.{k}"
+        if where == "engine_args" and k.replace("-", "_") in HARNESS_SETS:
+            raise ValueError(f"{key}: set by {HARNESS_SETS[k.replace('-', '_')]}; give it there, not in engine_args")
+        if isinstance(v, str) and v.strip().lower() in _BOOLISH:
+            raise ValueError(f"{key}: {v!r} is a quoted string, not a boolean; write true or false, unquoted")
+        if isinstance(v, dict):
+            _engine_args(v, key)
+    return args
+
+
+def _engine_args_field(v: dict[str, Any]) -> dict[str, Any]:
+    return _engine_args(v)
+
+
+def check_timed(wls: list["Workload"], timeout_s: float, key: str) -> None:
+    """A workload that must time `min_timed_s` seconds cannot finish within a shorter run timeout."""
+    for i, w in enumerate(wls):
+        if w.min_timed_s is not None and not w.min_timed_s < timeout_s:
+            raise ValueError(f"workloads[{i}].min_timed_s: {w.min_timed_s:g} s is not below {key} ({timeout_s:g} s); "
+                             "the run would be killed before it had timed that long")
 
 
 class Model(_Strict):
@@ -64,7 +116,7 @@ class Model(_Strict):
                              "not starting with '.'")
         return v
 
-    engine_args_checked = field_validator("engine_args")(lambda cls, v: _engine_args(v))
+    engine_args_checked = field_validator("engine_args")(_engine_args_field)
 
     @model_validator(mode="after")
     def _one_source(self) -> "Model":
@@ -175,46 +227,6 @@ def prompts_per_pass(kind: str, params: dict[str, Any]) -> int:
     return int(params.get("num_prompts", 1))
 
 
-def _strict_bools(params: type, given: dict[str, Any]) -> None:
-    """A plugin's boolean parameter takes true or false, nothing else: pydantic would read a quoted
-    "no" (or 0, or "off") as false, and a quoted "yes" as true, without a word."""
-    hints = typing.get_type_hints(params)
-    for k, v in given.items():
-        hint = hints.get(k)
-        if hint is bool or (typing.get_origin(hint) in (typing.Union, types.UnionType)
-                            and bool in typing.get_args(hint)):
-            if not isinstance(v, bool) and not (v is None and type(None) in typing.get_args(hint)):
-                raise ValueError(f"{k}: {v!r} is not a boolean; write true or false, unquoted")
-
-
-# Engine arguments the harness sets itself from another key; given in engine_args they would be
-# overridden (or clash) while the record kept them as if they had been used.
-HARNESS_SETS = {
-    "tensor_parallel_size": "the model's `tp` key",
-    "model": "the model's `path` or `architecture` key",
-    "tokenizer": "the model's `tokenizer` key",
-    "dtype": "the model's `dtype` key",
-    "seed": "the workload's `seed` key",
-    "served_model_name": "the harness (the model's name)",
-    "host": "the harness (the serve client's address)",
-    "port": "the harness (a free port per server)",
-}
-# What pydantic and YAML 1.1 would read as a boolean; quoted, it reaches vLLM as a (true) string.
-_BOOLISH = {"yes", "no", "on", "off", "true", "false", "y", "n"}
-
-
-def _engine_args(args: dict[str, Any], where: str = "engine_args") -> dict[str, Any]:
-    for k, v in args.items():
-        key = f"{where}.{k}"
-        if where == "engine_args" and k.replace("-", "_") in HARNESS_SETS:
-            raise ValueError(f"{key}: set by {HARNESS_SETS[k.replace('-', '_')]}; give it there, not in engine_args")
-        if isinstance(v, str) and v.strip().lower() in _BOOLISH:
-            raise ValueError(f"{key}: {v!r} is a quoted string, not a boolean; write true or false, unquoted")
-        if isinstance(v, dict):
-            _engine_args(v, key)
-    return args
-
-
 class Profile(_Strict):
     """Profile the timed region with vLLM's torch profiler hooks (harness.measure.worker.kernel_trace)."""
 
@@ -233,7 +245,7 @@ class Arm(_Strict):
     profile: Profile | None = None
 
     name_is_folder = field_validator("name")(_path_name)
-    engine_args_checked = field_validator("engine_args")(lambda cls, v: _engine_args(v))
+    engine_args_checked = field_validator("engine_args")(_engine_args_field)
 
 
 class Scenario(_Strict):
@@ -336,3 +348,36 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
 
 def architecture_path(scenario_file: Path, model: Model) -> Path | None:
     return (scenario_file.parent / model.architecture).resolve() if model.architecture else None
+
+
+def project_tree(scenario_file: Path) -> Path:
+    """The tree a scenario's `source:` folders may not leave through a symlink: the project's, for a
+    scenario inside it, else the scenario's own folder."""
+    here = Path(scenario_file).resolve().parent
+    return paths.PROJ_ROOT if paths.PROJ_ROOT.resolve() in (here, *here.parents) else here
+
+
+def check_plan(path: Path, sc: Scenario, workload_names: list[str], *, repeats: int | None = None,
+               timeout_s: float | None = None, check_sources: bool = True) -> None:
+    """What only the plan can check, before any engine: the command line's overrides of the
+    scenario's sizes, and each planned workload's `source:` folder (on this machine: with
+    `check_sources=False`, as for a cluster whose nodes hold the data, it is left to the worker)."""
+    try:
+        if repeats is not None:
+            limits.at_most("--repeats", repeats, limits.MAX_REPEATS, "repeats")
+        if timeout_s is not None:
+            limits.timeout("--timeout", timeout_s)
+            check_timed(sc.workloads, timeout_s, "--timeout")
+    except ValueError as e:
+        raise UserError(f"{path}: {e}") from None
+    if not check_sources:
+        return
+    tree = project_tree(path)
+    for i, w in enumerate(sc.workloads):
+        src = w.params.get("source")
+        if w.name not in workload_names or not src:
+            continue
+        why = sources.problem(w.modality, str(src), tree)
+        if why:
+            line = line_at(path, ("workloads", i, "source"))
+            raise InvalidFileError(path, f"{f'line {line}: ' if line else ''}workloads[{i}].source: {why}")

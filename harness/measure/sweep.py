@@ -33,7 +33,7 @@ from harness.schema.record import RunRecord
 from harness.measure.lock import waiting_node_lock
 from harness.measure.executors import EXECUTORS, Executor, PlannedRun, console, executor_named  # noqa: F401
 from harness.measure.run import RunSpec, kill_orphans
-from harness.measure.scenario import Arm, Profile, Scenario, load_scenario, scenario_path
+from harness.measure.scenario import Arm, Profile, Scenario, check_plan, load_scenario, scenario_path
 from harness.measure.tinymm import TINY_MODELS, build_tiny
 from harness.measure.tinymodel import materialize_architecture
 
@@ -216,6 +216,9 @@ def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
         raise UserError(f"--study: {why}")
     study_dir = paths.inside(args.results, study)
     check_model_paths(sc_file, sc, models)
+    # Sizes the command line overrides and the workloads' source folders, before any leg or engine.
+    check_plan(sc_file, sc, wanted_wl, repeats=args.repeats, timeout_s=args.timeout_s,
+               check_sources=args.executor == "local")
     envs = resolve_envs(sc, legs, models, arms, offline=args.offline, dry_run=args.dry_run)
     sources = {m: model_source(sc_file, sc.model(m)) for m in models}
     engine = args.engine or sc.engine

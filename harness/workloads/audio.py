@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.workloads import mm
+from harness.workloads import limits, mm
 
 NAME = "audio"
 SUPPORTED = True
@@ -24,10 +24,15 @@ class Params:
 
     def __post_init__(self) -> None:
         for name in ("clips_per_prompt", "duration_s", "sample_rate"):
-            if getattr(self, name) <= 0:
+            if not getattr(self, name) > 0:
                 raise ValueError(f"{name}: should be greater than 0")
-        if self.max_audio_s is not None and self.max_audio_s <= 0:
+        if self.max_audio_s is not None and not self.max_audio_s > 0:
             raise ValueError("max_audio_s: should be greater than 0")
+        limits.at_most("clips_per_prompt", self.clips_per_prompt, limits.MAX_ITEMS_PER_PROMPT, "clips")
+        limits.at_most("duration_s", self.duration_s, limits.MAX_AUDIO_S, "s (an hour)")
+        limits.at_most("sample_rate", self.sample_rate, limits.MAX_SAMPLE_RATE, "Hz")
+        if self.max_audio_s is not None:
+            limits.at_most("max_audio_s", self.max_audio_s, limits.MAX_AUDIO_S, "s (an hour)")
 
 
 def build(n: int, seed: int, work: dict[str, Any], ctx: dict[str, Any]) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.workloads import limits
 from harness.workloads.base import Metric, Timed, sha256_json
 
 NAME = "equivalence"
@@ -46,8 +47,9 @@ class Params:
     ignore_eos: bool = True
 
     def __post_init__(self) -> None:
-        if self.num_prompts <= 0:
+        if not self.num_prompts > 0:
             raise ValueError("num_prompts: should be greater than 0")
+        limits.at_most("num_prompts", self.num_prompts, limits.MAX_PROMPTS, "prompts")
         if not 1 <= self.logprobs <= 20:
             raise ValueError("logprobs: should be between 1 and 20")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.workloads import mm
+from harness.workloads import limits, mm
 
 NAME = "image"
 SUPPORTED = True
@@ -21,8 +21,11 @@ class Params:
 
     def __post_init__(self) -> None:
         for name in ("images_per_prompt", "width", "height"):
-            if getattr(self, name) <= 0:
+            if not getattr(self, name) > 0:
                 raise ValueError(f"{name}: should be greater than 0")
+        limits.at_most("images_per_prompt", self.images_per_prompt, limits.MAX_ITEMS_PER_PROMPT, "images")
+        limits.side("width", self.width)
+        limits.side("height", self.height)
 
 
 def preflight(work: dict[str, Any], ctx: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from harness.workloads import limits
 from harness.workloads.base import Metric, Timed
 
 NAME = "latency"
@@ -25,8 +26,10 @@ class Params:
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "iterations"):
-            if getattr(self, name) <= 0:
+            if not getattr(self, name) > 0:
                 raise ValueError(f"{name}: should be greater than 0")
+        limits.at_most("batch_size", self.batch_size, limits.MAX_PROMPTS, "prompts")
+        limits.at_most("iterations", self.iterations, limits.MAX_ITERATIONS, "batches")
 
 
 Build = Callable[[int, int], list[Any]]

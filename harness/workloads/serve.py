@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.workloads import limits
 from harness.workloads.base import Metric
 
 NAME = "serve"
@@ -38,15 +39,27 @@ class Params:
     request_timeout_s: float = 300.0   # one request, first byte to last
 
     def __post_init__(self) -> None:
-        if not self.concurrency or any(c <= 0 for c in self.concurrency):
+        if not self.concurrency or any(not c > 0 for c in self.concurrency):
             raise ValueError("concurrency: a non-empty list of integers greater than 0")
         if any(not r > 0 for r in self.request_rate):
             raise ValueError("request_rate: every rate should be greater than 0 (leave it empty for no pacing)")
         for name in ("num_prompts", "slo_ttft_ms", "slo_tpot_ms", "startup_timeout_s", "request_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}: should be greater than 0")
-        if self.warmup_requests < 0:
+        if not self.warmup_requests >= 0:
             raise ValueError("warmup_requests: should be 0 or more")
+        for i, c in enumerate(self.concurrency):
+            limits.at_most(f"concurrency[{i}]", c, limits.MAX_CONCURRENCY, "requests in flight")
+        for i, r in enumerate(self.request_rate):
+            limits.at_most(f"request_rate[{i}]", r, limits.MAX_REQUEST_RATE, "requests per second")
+        limits.at_most("concurrency", len(self.concurrency) * max(1, len(self.request_rate)),
+                       limits.MAX_LOAD_POINTS, "load points (concurrency values x request rates)")
+        limits.at_most("num_prompts", self.num_prompts, limits.MAX_PROMPTS, "requests per point")
+        limits.at_most("warmup_requests", self.warmup_requests, limits.MAX_PROMPTS, "requests")
+        limits.timeout("startup_timeout_s", self.startup_timeout_s)
+        limits.timeout("request_timeout_s", self.request_timeout_s)
+        for name in ("slo_ttft_ms", "slo_tpot_ms"):
+            limits.at_most(name, getattr(self, name), limits.MAX_TIMEOUT_S * 1000, "ms (a week)")
 
 
 @dataclass(frozen=True, kw_only=True)

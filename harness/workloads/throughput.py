@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from harness.workloads import limits
 from harness.workloads.base import Metric, Timed
 
 NAME = "throughput"
@@ -21,8 +22,9 @@ class Params:
     num_prompts: int = 1   # prompts submitted at once
 
     def __post_init__(self) -> None:
-        if self.num_prompts <= 0:
+        if not self.num_prompts > 0:
             raise ValueError("num_prompts: should be greater than 0")
+        limits.at_most("num_prompts", self.num_prompts, limits.MAX_PROMPTS, "prompts")
 
 
 Build = Callable[[int, int], list[Any]]   # (count, seed) -> prompts

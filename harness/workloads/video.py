@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.workloads import mm
+from harness.workloads import limits, mm
 
 NAME = "video"
 SUPPORTED = True
@@ -23,8 +23,14 @@ class Params:
 
     def __post_init__(self) -> None:
         for name in ("videos_per_prompt", "num_frames", "width", "height"):
-            if getattr(self, name) <= 0:
+            if not getattr(self, name) > 0:
                 raise ValueError(f"{name}: should be greater than 0")
+        limits.at_most("videos_per_prompt", self.videos_per_prompt, limits.MAX_ITEMS_PER_PROMPT, "videos")
+        limits.at_most("num_frames", self.num_frames, limits.MAX_FRAMES, "frames")
+        limits.side("width", self.width)
+        limits.side("height", self.height)
+        if self.source is None:
+            limits.item_bytes("num_frames", self.num_frames, self.width, self.height)
 
 
 def preflight(work: dict[str, Any], ctx: dict[str, Any]) -> None:
