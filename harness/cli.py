@@ -97,18 +97,22 @@ def _warn_problems(study_dir: Path, *, strict: bool) -> None:
         print(f"warning: {p.path.resolve()}: {p.what}", file=sys.stderr)
 
 
-def _out_folder(out: Path | None) -> None:
-    if out is not None and out.exists() and not out.is_dir():
-        raise UserError(f"{out}: --out names a file; it must be a folder (or not exist yet)")
+def _out_folder(a: argparse.Namespace, verb: str, default: str) -> None:
+    """Refuse --out (or the study's default folder) before the study is read: schema.outdir's rules."""
+    from harness.schema.outdir import check_folder
+
+    if a.out is not None and a.out.is_file() and not a.out.is_symlink():
+        raise UserError(f"{a.out}: --out names a file; it must be a folder (or not exist yet)")
+    check_folder(a.out or a.study_dir / default, verb=verb, replace=a.replace, default=a.out is None)
 
 
 def cmd_tables(a: argparse.Namespace) -> int:
     from harness.analyze.derive import write_study
 
-    _out_folder(a.out)
+    _out_folder(a, "tables", "derived")
     _warn_problems(a.study_dir, strict=a.strict)
     canon, written = write_study(a.study_dir, a.out, allow_reused=a.allow_reused,
-                                 allow_different_work=a.allow_different_work)
+                                 allow_different_work=a.allow_different_work, replace=a.replace)
     problems = canon.dataset.problems
     print(f"{len(canon.dataset)} records, {len(canon.cells)} canonical cells, {len(canon.exclusions)} runs "
           f"excluded, {len(problems)} files not usable; {len(written)} files under "
@@ -117,18 +121,19 @@ def cmd_tables(a: argparse.Namespace) -> int:
 
 
 def cmd_equivalence(a: argparse.Namespace) -> int:
-    from harness.analyze.dataset import load
     from harness.analyze.equivalence import compare_study, equivalence_md
 
-    print(equivalence_md(compare_study(load(a.study_dir), tuple(a.legs) if a.legs else None)), end="")
+    print(equivalence_md(compare_study(_load(a.study_dir), tuple(a.legs) if a.legs else None)), end="")
     return 0
 
 
 def cmd_engine_reuse(a: argparse.Namespace) -> int:
-    from harness.analyze.dataset import load
     from harness.investigate.engine_reuse import reuse_md, reuse_table
 
-    rows = reuse_table(load(a.study_dir), per_run=a.per_run, per_group=a.per_group)
+    if a.per_run == a.per_group:
+        raise UserError(f"{a.study_dir}: --per-run and --per-group name the same series ({a.per_run!r}); a series "
+                        f"compared with itself says nothing")
+    rows = reuse_table(_load(a.study_dir), per_run=a.per_run, per_group=a.per_group)
     if not rows:
         raise UserError(f"{a.study_dir}: no (leg, model, workload) measured in both series "
                         f"{a.per_run!r} and {a.per_group!r}")
@@ -139,10 +144,13 @@ def cmd_engine_reuse(a: argparse.Namespace) -> int:
 def cmd_export(a: argparse.Namespace) -> int:
     from harness.analyze.canonical import canonicalize
     from harness.analyze.dataset import load
-    from harness.analyze.export import export
+    from harness.analyze.export import export_study
+    from harness.schema.outdir import check_folder
 
     out = a.out or a.study_dir / "derived" / "export"
-    for path in export(canonicalize(load(a.study_dir), allow_reused=a.allow_reused), out):
+    check_folder(out, verb="export", replace=a.replace, default=a.out is None)  # before the study is read
+    for path in export_study(canonicalize(load(a.study_dir), allow_reused=a.allow_reused), out,
+                             replace=a.replace, default=a.out is None):
         print(path)
     return 0
 
@@ -213,22 +221,28 @@ def cmd_explain(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     from harness.publish.render import main_summary, render
 
-    _out_folder(a.out)
+    _out_folder(a, "report", "report")
     _warn_problems(a.study_dir, strict=a.strict)
     strict = a.strict_claims if a.strict_claims else None
     print(main_summary(render(a.study_dir, a.out, strict_claims=strict, quarto=a.quarto,
-                              allow_reused=a.allow_reused, allow_different_work=a.allow_different_work)))
+                              allow_reused=a.allow_reused, allow_different_work=a.allow_different_work,
+                              replace=a.replace)))
     return 0
 
 
 def cmd_compare_studies(a: argparse.Namespace) -> int:
     from harness.publish.compare_studies import compare_studies, compare_studies_md
 
-    md = compare_studies_md(compare_studies(a.study_a, a.study_b, band=a.band), one_sided=a.all)
+    from harness.schema.outdir import check_file, output_file
+
     if a.out is not None:
-        _out_folder(a.out.parent if a.out.suffix else a.out)
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(md, encoding="utf-8")
+        check_file(a.out, verb="compare-studies", replace=a.replace)   # before the studies are read
+    comparison = compare_studies(a.study_a, a.study_b, band=a.band)
+    _print_problems(comparison.problems)
+    md = compare_studies_md(comparison, one_sided=a.all)
+    if a.out is not None:
+        with output_file(a.out, verb="compare-studies", replace=a.replace) as tmp:
+            tmp.write_text(md, encoding="utf-8")
         print(f"compare-studies: {a.out}")
     else:
         print(md, end="")
@@ -238,7 +252,12 @@ def cmd_compare_studies(a: argparse.Namespace) -> int:
 def cmd_profile_diff(a: argparse.Namespace) -> int:
     from harness.analyze.profile import profile_diff
 
-    md, path = profile_diff(a.study_dir, model=a.model, workload=a.workload, legs=a.legs, arm=a.arm, out=a.out)
+    if a.legs[0] == a.legs[1]:
+        raise UserError(f"{a.study_dir}: profile-diff --legs names {a.legs[0]!r} twice; a leg compared with itself "
+                        f"says nothing")
+    _load(a.study_dir)   # each file of the study it cannot use, named on stderr before the diff
+    md, path = profile_diff(a.study_dir, model=a.model, workload=a.workload, legs=a.legs, arm=a.arm, out=a.out,
+                            replace=a.replace)
     print(md, end="")
     print(f"profile-diff: {path}", file=sys.stderr)
     return 0
@@ -248,7 +267,7 @@ def cmd_client_overhead(a: argparse.Namespace) -> int:
     from harness.investigate.client_overhead import MD_NAME, run_and_write
 
     path = run_and_write(a.out_dir, concurrencies=tuple(a.concurrency), requests=a.requests,
-                         output_tokens=a.output_tokens)
+                         output_tokens=a.output_tokens, replace=a.replace)
     print((path.parent / MD_NAME).read_text(encoding="utf-8"), end="")
     return 0
 
@@ -256,8 +275,13 @@ def cmd_client_overhead(a: argparse.Namespace) -> int:
 def cmd_publish(a: argparse.Namespace) -> int:
     from harness.publish.bundle import bundle_summary, publish
 
-    print(bundle_summary(publish(a.study_dir, a.dest)))
+    print(bundle_summary(publish(a.study_dir, a.dest, replace=a.replace)))
     return 0
+
+
+def _replace_flag(s: argparse.ArgumentParser, what: str = "folder") -> None:
+    s.add_argument("--replace", action="store_true",
+                   help=f"replace an existing output {what} that the harness wrote (never anything else)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -298,6 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("tables", help="CANONICAL.md, MANIFEST.md, tables/, compare/ and export/ from a study folder")
     s.add_argument("study_dir", type=Path, help="study folder (results/<study>)")
     s.add_argument("--out", type=Path, help="output folder (default: STUDY_DIR/derived)")
+    _replace_flag(s)
     s.add_argument("--allow-reused", action="store_true", default=None,
                    help="let runs reused by --resume be canonical (default: as study.yaml declares)")
     s.add_argument("--strict", action="store_true",
@@ -324,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("export", help="the canonical runs as Parquet + CSV + data dictionary")
     s.add_argument("study_dir", type=Path, help="study folder (results/<study>)")
     s.add_argument("--out", type=Path, help="output folder (default: STUDY_DIR/derived/export)")
+    _replace_flag(s)
     s.add_argument("--allow-reused", action="store_true", default=None,
                    help="let runs reused by --resume be canonical (default: as study.yaml declares)")
     s.set_defaults(func=cmd_export)
@@ -332,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "else index.qmd's cells through a Jupyter kernel)")
     s.add_argument("study_dir", type=Path, help="study folder (results/<study>)")
     s.add_argument("--out", type=Path, help="output folder (default: STUDY_DIR/report)")
+    _replace_flag(s)
     s.add_argument("--strict-claim", dest="strict_claims", action="append", default=[], metavar="ID",
                    help="fail the render if this claim (an id, fnmatch pattern, or 'all') does not hold "
                         "(repeatable; default: study.yaml's report.strict_claims)")
@@ -355,11 +382,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--band", type=float, default=0.05, help="flat band around 1.00x (default 0.05)")
     s.add_argument("--all", action="store_true", help="also list cells only one study has")
     s.add_argument("--out", type=Path, help="write the markdown to this file instead of stdout")
+    _replace_flag(s, "file")
     s.set_defaults(func=cmd_compare_studies)
 
     s = sub.add_parser("client-overhead", help="the serving client's own CPU share and highest request rate "
                                                "against a trivial local endpoint (no model)")
     s.add_argument("out_dir", type=Path, help="folder for client-overhead.json / .md")
+    _replace_flag(s)
     s.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 64, 256])
     s.add_argument("--requests", type=int, default=2000, help="requests per point")
     s.add_argument("--output-tokens", type=int, default=64, help="streamed tokens per request")
@@ -369,6 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "patches/, compare/, and the command that regenerates it")
     s.add_argument("study_dir", type=Path)
     s.add_argument("dest", type=Path)
+    _replace_flag(s)
     s.set_defaults(func=cmd_publish)
 
     s = sub.add_parser("explain", help="why a vLLM run failed: root-cause class, signature, evidence line, fix")
@@ -381,7 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "Qwen2-VL-style (image, video) or Whisper-style (audio)")
     s.add_argument("--family", choices=("llama", "qwen2-vl", "whisper"), default="llama")
     s.add_argument("--dest", type=Path)
-    s.add_argument("--force", action="store_true")
+    s.add_argument("--force", "--replace", dest="force", action="store_true",
+                   help="rebuild DEST even if complete (only a folder an earlier tiny-model wrote)")
     s.set_defaults(func=cmd_tiny_model)
 
     s = sub.add_parser("legs", help="resolve (and with --build, build) leg envs")
@@ -423,6 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--legs", nargs=2, required=True, metavar=("OLD", "NEW"))
     s.add_argument("--arm", help="only this arm's profiled runs (default: every profiled run)")
     s.add_argument("--out", type=Path, help="markdown file (default: STUDY/derived/profile-diff/...)")
+    _replace_flag(s, "file")
     s.set_defaults(func=cmd_profile_diff)
     return p
 

@@ -129,8 +129,9 @@ def fake_paired(fake_sweep, monkeypatch, tmp_path):
     return run
 
 
-def test_paired_sweep_alternates_passes_and_records_every_pass(fake_paired):
-    res = fake_paired({"fake_pass_s": 0.02, "fake_busy_idle": True})
+def test_paired_sweep_alternates_passes_and_records_every_pass(fake_paired, monkeypatch):
+    monkeypatch.setattr(paired, "SETTLE_MAX_S", 0.3)  # the FAKE partner never goes idle: wait this long
+    res = fake_paired({"fake_pass_s": 0.1, "fake_busy_idle": True, "fake_only_leg": B})
     assert len(res.records) == 8 and {r.status for r in res.records} == {"ok"}
     by = {(r.leg, r.workload, r.repeat): r for r in res.records}
     for block in (1, 2):
@@ -142,9 +143,12 @@ def test_paired_sweep_alternates_passes_and_records_every_pass(fake_paired):
                 first, second = (pa, pb) if pa.position == 0 else (pb, pa)
                 assert {pa.position, pb.position} == {0, 1}
                 assert first.ended_at <= second.started_at  # one at a time, adjacent
-                assert pa.seconds >= 0.02 and pa.value > 0
-                # The idle partner's busy child burned CPU during the pass, and it was counted.
-                assert pa.partner_cpu_s > 0.005 and pb.partner_cpu_s > 0.005
+                assert pa.seconds >= 0.1 and pa.value > 0 and pb.value > 0
+            # B's engine has a child burning CPU all along: while A is timed it is counted, and A's passes
+            # waited the settle cap for B to go quiet, which it never does; A's engine is idle.
+            assert sum(p.partner_cpu_s for p in a.paired.passes) > 0.05
+            assert all(p.settle_s >= 0.3 for p in a.paired.passes)
+            assert all(p.partner_cpu_s <= 0.02 and p.settle_s < 2 for p in b.paired.passes)
             firsts = [(pa.position == 0) for pa in a.paired.passes]
             assert firsts in ([True, False, True], [False, True, False])  # A B, B A, A B (or shifted)
             assert a.engine.mode == "paired" and a.engine.instance == block
@@ -173,6 +177,13 @@ def test_a_crashed_engine_fails_its_leg_and_the_other_leg_goes_on(fake_paired):
     assert [p.round for p in good[0].paired.passes] == [1, 2, 3]
     assert all("cpu-0.32.0 engine failed" in r.paired.incomplete for r in good)  # the pairs say so
     assert {r.status for r in res.records if r.repeat == 2 and r.leg == A} == {"ok"}
+    # An idle FAKE partner is quiet at once: one settle window before each pass, no CPU during it.
+    passes = [p for r in res.records if r.repeat == 2 for p in r.paired.passes if p.round == 1]
+    assert len(passes) == 4
+    assert all(paired.SETTLE_WINDOW_S <= p.settle_s < 2 and p.partner_cpu_s <= 0.02 for p in passes), passes
+    # Once the partner is gone there is nothing to wait for or to measure.
+    alone = [p for r in res.records if r.repeat == 2 and r.leg == A for p in r.paired.passes if p.round == 3]
+    assert alone and all(p.settle_s == 0 and p.partner_cpu_s is None for p in alone)
 
 
 def test_a_hung_engine_is_killed_after_the_timeout(fake_paired):

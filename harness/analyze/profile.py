@@ -277,17 +277,23 @@ def profile_overhead(ds: Dataset) -> pd.DataFrame:
 
 
 def profile_diff(study_dir: Path | str, *, model: str, workload: str, legs: list[str] | tuple[str, str],
-                 arm: str | None = None, out: Path | None = None) -> tuple[str, Path]:
-    """`harness profile-diff`: the diff as markdown, written to `out` or the study's derived/profile-diff/."""
+                 arm: str | None = None, out: Path | None = None, replace: bool = False) -> tuple[str, Path]:
+    """`harness profile-diff`: the diff as markdown, written to `out` or the study's derived/profile-diff/
+    (schema.outdir: an existing file the harness did not write is refused; one it wrote is replaced
+    only with `replace`, or at the default place)."""
     from harness.analyze.dataset import load
     from harness.core import paths
+    from harness.schema.outdir import check_file, output_file
 
     study_dir = Path(study_dir)
+    default = out is None
+    if out is not None:
+        check_file(out, verb="profile-diff", replace=replace)   # before the traces are read
     d = kernel_diff(load(study_dir), model=model, workload=workload, legs=tuple(legs), arm=arm)
     md = kernel_diff_md(d, full_names=True)
     if out is None:
         name = "__".join(re.sub(r"[^A-Za-z0-9._-]+", "_", x) for x in (model, workload, *legs))
         out = paths.inside(study_dir, "derived", "profile-diff", f"{name}.md")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(md, encoding="utf-8")
+    with output_file(out, verb="profile-diff", replace=replace, default=default) as tmp:
+        tmp.write_text(md, encoding="utf-8")
     return md, out

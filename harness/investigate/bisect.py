@@ -369,6 +369,11 @@ def slug(sc: Scenario, good: str, bad: str, model: str, workload: str, arm: str)
 
 def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectRecord, Path | None]:
     """Validate, list the releases between the legs, search, write the record (not on a dry run)."""
+    from harness.schema.outdir import check_root
+
+    # Records go beside others there, never over a file that is not this search's own record
+    # (paths.unclobbered); the folder itself must not be a symlink, a study or a protected folder.
+    check_root(args.results)
     sc_file = scenario_path(args.scenario)
     sc = load_scenario(sc_file)
     good, bad = legmod.load_leg(args.good), legmod.load_leg(args.bad)

@@ -315,11 +315,14 @@ def read(path: Path) -> OverheadResult:
     return schema.read(path)
 
 
-def run_and_write(out_dir: Path, **kw: Any) -> Path:
+def run_and_write(out_dir: Path, *, replace: bool = False, **kw: Any) -> Path:
     """Measure (keyword arguments as `client_overhead`'s) and write client-overhead.json and .md under
-    `out_dir`, with the endpoint's log beside them; the JSON's path."""
+    `out_dir`, with the endpoint's log beside them; the JSON's path. Measured into a new folder moved
+    into place whole (schema.outdir): an `out_dir` the harness did not write is refused, one it wrote
+    is replaced only with `replace`."""
+    from harness.schema.outdir import output_dir
+
     out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"{out_dir}: not a folder")
-    kw.setdefault("log", out_dir / LOG_NAME)
-    return write(client_overhead(**kw), out_dir)
+    with output_dir(out_dir, verb="client-overhead", replace=replace) as tmp:
+        write(client_overhead(**{"log": tmp / LOG_NAME, **kw}), tmp)
+    return out_dir / JSON_NAME

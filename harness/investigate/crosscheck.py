@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import re
 import statistics
 from collections.abc import Collection, Sequence
@@ -187,8 +186,13 @@ def _row_key(row: dict) -> tuple[str, str, str]:
 
 
 def write_views(study_dir: Path) -> None:
-    """crosscheck.json / .md and their -prefix-caching pair: every kept record's rows together."""
+    """crosscheck.json / .md and their -prefix-caching pair: every kept record's rows together. They
+    are the study's own view files, rewritten on every crosscheck; one the harness did not write (or
+    that was edited by hand since) is refused before any of them is written (schema.outdir)."""
+    from harness.schema.outdir import check_file, output_file
+
     recs = load_all(study_dir)
+    views: list[tuple[Path, str]] = []
     for pc, name in ((False, "crosscheck"), (True, "crosscheck-prefix-caching")):
         mine = [r for r in recs if bool(r.get("prefix_caching")) == pc]
         if not mine:
@@ -201,11 +205,35 @@ def write_views(study_dir: Path) -> None:
         view = {"schema_version": crosscheck_file.SCHEMA_VERSION, "rows": rows,
                 "invocation_id": mine[-1].get("invocation_id"), "scenario": mine[-1].get("scenario"),
                 "prefix_caching": pc}
-        record.write_json_atomic(paths.inside(study_dir, f"{name}.json"), view)
-        md = paths.inside(study_dir, f"{name}.md")
-        tmp = md.with_name(f".{md.name}.tmp")
-        tmp.write_text(crosscheck_md(view, study_band(study_dir)), encoding="utf-8")
-        os.replace(tmp, md)
+        views += [(paths.inside(study_dir, f"{name}.json"), json.dumps(view, indent=2) + "\n"),
+                  (paths.inside(study_dir, f"{name}.md"), crosscheck_md(view, study_band(study_dir)))]
+    _adopt_legacy(study_dir, views)
+    for dest, _ in views:
+        check_file(dest, verb="crosscheck", default=True, study_view=True)
+    for dest, text in views:
+        with output_file(dest, verb="crosscheck", default=True, study_view=True) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+
+
+def _adopt_legacy(study_dir: Path, views: list[tuple[Path, str]]) -> None:
+    """Views written before the harness marked its outputs: a .json that reads as a crosscheck record,
+    and a .md whose table header is the one this view starts with, are the harness's own."""
+    from harness.schema.outdir import adopt_file
+    from harness.schema.output_marker import sidecar
+
+    for dest, text in views:
+        if not dest.is_file() or sidecar(dest).exists():
+            continue
+        if dest.suffix == ".json":
+            try:
+                _read(dest)
+            except UserError:
+                continue
+        else:
+            with open(dest, encoding="utf-8", errors="replace") as f:
+                if f.readline()[:40] != text[:40]:
+                    continue
+        adopt_file(dest, verb="crosscheck")
 
 
 def _reusable_at(run_dir: Path, spec: RunSpec, args: SweepArgs) -> record.RunRecord | None:

@@ -466,10 +466,12 @@ def write_view(study_dir: Path) -> Path | None:
     recs = load_all(study_dir)
     if not recs:
         return None
+    from harness.schema.outdir import output_file
+
     path = paths.inside(study_dir, VIEW)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(crosscheck_md(recs), encoding="utf-8")
-    tmp.replace(path)
+    # The study's own view, rewritten each time; one the harness did not write is refused (schema.outdir).
+    with output_file(path, verb="serve-crosscheck", default=True, study_view=True) as tmp:
+        tmp.write_text(crosscheck_md(recs), encoding="utf-8")
     return path
 
 

@@ -367,6 +367,11 @@ def _try_and_show(try_one: Callable[..., ReleaseResult], spec: LegSpec, lock: st
 
 
 def window(args: WindowArgs, *, try_one: Callable[..., ReleaseResult] = try_release) -> tuple[WindowRecord, Path]:
+    from harness.schema.outdir import check_root
+
+    # As bisect's: records beside others (never over a file not this probe's record), in a folder
+    # that is not a symlink, a study or a protected folder.
+    check_root(args.results)
     if not args.probe.strip():
         raise UserError("--probe: empty probe code")
     if args.timeout_s <= 0:

@@ -53,6 +53,14 @@ from harness.schema.record import Engine, Paired, PairedPass, RunRecord, now
 COMMAND_WORKER = Path(__file__).resolve().parent / "worker" / "commands.py"
 # vLLM's sleep mode (LLM.sleep / wake_up, enable_sleep_mode) first shipped in this release.
 SLEEP_SINCE = (0, 7, 3)
+# Before a pass, the idle engines must be idle: on the CPU an engine's OpenMP threads keep spinning
+# for a while after its own pass, and a pass started right then shares the cores with them (measured:
+# the tiny Llama's 0.1 s pass took 0.7 s while its partner burned 0.45 s of CPU). So a pass starts
+# once the partners' process groups used at most SETTLE_CPU_S in a SETTLE_WINDOW_S window (the
+# kernel counts in 10 ms ticks), or after SETTLE_MAX_S; the wait is recorded (`settle_s`).
+SETTLE_WINDOW_S = 0.2
+SETTLE_CPU_S = 0.01
+SETTLE_MAX_S = 10.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,6 +194,22 @@ def group_cpu_s(pgid: int) -> float:
             if int(rest[2]) == pgid:
                 ticks += int(rest[11]) + int(rest[12])
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def settle(pgids: list[int]) -> float:
+    """Wait until the process groups `pgids` are quiet (see SETTLE_WINDOW_S); returns the seconds waited."""
+    window_s, quiet_cpu_s, max_s = SETTLE_WINDOW_S, SETTLE_CPU_S, SETTLE_MAX_S
+    t0 = time.monotonic()
+    if not pgids:
+        return 0.0
+    before = sum(group_cpu_s(g) for g in pgids)
+    while time.monotonic() - t0 < max_s:
+        time.sleep(window_s)
+        now_cpu = sum(group_cpu_s(g) for g in pgids)
+        if now_cpu - before <= quiet_cpu_s:
+            break
+        before = now_cpu
+    return time.monotonic() - t0
 
 
 @dataclass(kw_only=True)
@@ -366,6 +390,7 @@ def measure_block(runs: list[PlannedRun], design: Design, *, invocation_id: str,
                 e.command("warmup", f"warm-up before {where}", workload=wi)
             elif step.what == "pass":
                 partners = [x for x in engines.values() if x is not e and x.alive]
+                settled = settle([x.proc.pid for x in partners if x.proc])
                 before = sum(group_cpu_s(x.proc.pid) for x in partners if x.proc)
                 rep = e.command("pass", where, workload=wi, round=step.round)
                 after = sum(group_cpu_s(x.proc.pid) for x in partners if x.proc)
@@ -375,7 +400,7 @@ def measure_block(runs: list[PlannedRun], design: Design, *, invocation_id: str,
                     round=step.round, position=step.position, started_at=rep["started_at"], ended_at=rep["ended_at"],
                     seconds=rep["seconds"], value=rep.get("value"), output_tokens=rep.get("output_tokens"),
                     partner_cpu_s=max(after - before, 0.0) if partners else None,
-                    wake_s=woke.pop(step.leg, None)))
+                    wake_s=woke.pop(step.leg, None), settle_s=settled))
             elif step.what == "sleep":
                 rep = e.command("sleep", f"sleep after {where}")
                 done = e.passes.get(wi)

@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -292,29 +290,25 @@ def build_tiny_mm_model(family: str, dest: Path | None = None, *, force: bool = 
                         shape: TinyQwen2VLShape | TinyWhisperShape | None = None) -> Path:
     """Build (or reuse) a tiny multimodal model of `family` at `dest`; returns its directory.
 
-    Like the tiny Llama: written to a temporary sibling and renamed, never half-complete.
+    Like the tiny Llama: written to a temporary sibling and renamed, never half-complete, and an
+    existing `dest` the harness did not write refused (schema.outdir); `force` rebuilds one it wrote.
     """
     from safetensors.numpy import save_file
 
+    from harness.schema.outdir import output_dir
+
     if family not in FAMILIES:
         raise ValueError(f"unknown tiny model family {family!r} (known: {', '.join(FAMILIES)})")
+    default = dest is None
     dest = Path(dest) if dest else default_dir(family)
     if (dest / "config.json").exists() and not force:
         return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
-    try:
+    with output_dir(dest, verb="tiny-model", replace=force, default=default) as tmp:
         if family == "qwen2-vl":
             tensors = _qwen2_vl_files(tmp, shape if isinstance(shape, TinyQwen2VLShape) else TinyQwen2VLShape())
         else:
             tensors = _whisper_files(tmp, shape if isinstance(shape, TinyWhisperShape) else TinyWhisperShape())
         save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        if dest.exists():
-            shutil.rmtree(dest)
-        tmp.rename(dest)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return dest
 
 

@@ -11,7 +11,6 @@ import hashlib
 import json
 import random
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -131,26 +130,22 @@ def build_tiny_model(dest: Path | None = None, shape: TinyLlamaShape = TinyLlama
     """Build (or reuse) the tiny model at `dest`; returns its directory.
 
     Written to a temporary sibling and renamed, so an interrupted build never leaves a directory
-    that looks complete.
+    that looks complete (schema.outdir): an existing `dest` the harness did not write is refused, and
+    one it wrote is rebuilt only with `force` (the default cache folder's own rebuild included).
     """
     from safetensors.numpy import save_file
 
+    from harness.schema.outdir import output_dir
+
+    default = dest is None
     dest = Path(dest) if dest else default_dir()
     if (dest / "config.json").exists() and not force:
         return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
-    try:
+    with output_dir(dest, verb="tiny-model", replace=force, default=default) as tmp:
         _train_tokenizer(tmp, shape)
         save_file(_weights(shape), str(tmp / "model.safetensors"), metadata={"format": "pt"})
         (tmp / "generation_config.json").write_text(json.dumps({"bos_token_id": 0, "eos_token_id": 1}))
         (tmp / "config.json").write_text(json.dumps(_config(shape), indent=2))
-        if dest.exists():
-            shutil.rmtree(dest)
-        tmp.rename(dest)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return dest
 
 
@@ -164,11 +159,11 @@ def materialize_architecture(config_path: Path) -> Path:
     if (dest / "config.json").exists():
         return dest
     tiny = build_tiny_model()
-    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        shutil.copy(tiny / name, tmp / name)
-    (tmp / "config.json").write_text(text)
-    if dest.exists():
-        shutil.rmtree(dest)
-    tmp.rename(dest)
+    from harness.schema.outdir import output_dir
+
+    # The cache's own folder: one without config.json (a build cut short) is rewritten if the harness made it.
+    with output_dir(dest, verb="tiny-model", default=True) as tmp:
+        for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+            shutil.copy(tiny / name, tmp / name)
+        (tmp / "config.json").write_text(text)
     return dest

@@ -11,7 +11,8 @@ What goes in, from the study as it shipped (its rendered `report/` and its recor
             a run recorded, named by its hash);
   REGENERATE.md  the one command that rebuilds tables and report from the bundle.
 MANIFEST.md gains a section listing the harness's source state per commit (dirty or not, diff hash).
-The bundle is written to a scratch folder first and moved into place whole.
+The bundle is written to a scratch folder first and moved into place whole (schema.outdir: an existing
+folder is replaced only with --replace, and only if an earlier `publish` wrote it).
 """
 
 from __future__ import annotations
@@ -19,16 +20,16 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
 import shutil
 import tarfile
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core import paths
 from harness.core.errors import UserError
 from harness.publish.locate import rel, resolve
+from harness.schema.outdir import output_dir
+from harness.schema.output_marker import FOLDER_MARKER
 
 REPORT_FILES = ("README.md", "REPORT.md", "index.html", "CANONICAL.md", "MANIFEST.md")
 REPORT_DIRS = ("figures", "tables", "export", "compare")
@@ -156,8 +157,9 @@ def _source_section(states: dict[str, dict]) -> str:
     return "\n".join(lines + [""])
 
 
-def publish(study_dir: Path | str, dest: Path | str) -> Bundle:
-    """Assemble the bundle of a rendered study under `dest` (replaced whole if it exists)."""
+def publish(study_dir: Path | str, dest: Path | str, *, replace: bool = False) -> Bundle:
+    """Assemble the bundle of a rendered study under `dest`: a new folder, or (with `replace`) one an
+    earlier `publish` wrote; anything else there is refused (schema.outdir), never deleted."""
     study = resolve(study_dir)
     if not (study / "study.yaml").is_file():
         raise UserError(f"{study_dir}: not a study folder (no study.yaml)")
@@ -165,14 +167,7 @@ def publish(study_dir: Path | str, dest: Path | str) -> Bundle:
     if not (report / "REPORT.md").is_file():
         raise UserError(f"{rel(report)}/REPORT.md: the study has no rendered report; run "
                         f"`harness report {rel(study)}` first")
-    out = Path(dest)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out}: names a file; the bundle goes into a folder")
-    if out.resolve() == study.resolve() or study.resolve() in out.resolve().parents:
-        raise UserError(f"{out}: inside the study folder; the bundle goes elsewhere")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".bundle-", dir=out.parent))
-    try:
+    with output_dir(dest, verb="publish", replace=replace) as scratch:
         missing = []
         for name in REPORT_FILES:
             if (report / name).is_file():
@@ -189,13 +184,8 @@ def publish(study_dir: Path | str, dest: Path | str) -> Bundle:
             with (scratch / "MANIFEST.md").open("a", encoding="utf-8") as f:
                 f.write(_source_section(states))
         (scratch / "REGENERATE.md").write_text(regenerate_md(notes), encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(scratch, out)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    files = sum(1 for p in out.rglob("*") if p.is_file())
+    out = Path(dest)
+    files = sum(1 for p in out.rglob("*") if p.is_file() and p.name != FOLDER_MARKER)
     return Bundle(out=out, files=files, logs=n_logs, records=n_rec,
                   diffs=tuple(k for k, s in states.items() if s.get("diff_sha256")), missing=tuple(missing))
 

@@ -374,14 +374,18 @@ def _quarto_figures(md: str, built: Path, scratch: Path) -> tuple[str, list[Path
 def render(study_dir: Path | str, out_dir: Path | str | None = None, *,
            strict_claims: Iterable[str] | str | bool | None = None, quarto: bool | None = None,
            qmd: Path = QMD, say: Callable[[str], None] = print, allow_reused: bool | None = None,
-           allow_different_work: bool | None = None) -> RenderResult:
+           allow_different_work: bool | None = None, replace: bool = False) -> RenderResult:
     """REPORT.md, index.html, figures, the dataset card README.md and the derived tables and export of
     a study folder, under `out_dir` (default `<study>/report/`). With `quarto` on PATH (and `quarto`
     not False) `quarto render` runs index.qmd with the study as a parameter; otherwise index.qmd's
     cells run through a Jupyter kernel here. Says on the console which path it took. Everything is
-    built in a scratch folder first: a failing claim or cell leaves the previous report in place.
+    built in a new folder beside the output and moved into place whole (schema.outdir): a failing
+    claim or cell leaves the previous report in place, and an `out_dir` the harness did not write is
+    refused, as is one an earlier render wrote unless `replace` (the default folder is rewritten).
     `allow_reused` / `allow_different_work` (None: as study.yaml declares) reach the cells and the
     derived tables alike, so the page and its tables select the same runs."""
+    from harness.schema.outdir import output_dir  # lazily: the kernel imports this module and nothing heavy
+
     t0 = time.monotonic()
     root = _resolve(study_dir)
     if not root.is_dir():
@@ -391,35 +395,33 @@ def render(study_dir: Path | str, out_dir: Path | str | None = None, *,
     if not qmd.exists():
         raise UserError(f"{qmd}: the report's source is missing")
     out = Path(out_dir) if out_dir is not None else root / "report"
-    out.parent.mkdir(parents=True, exist_ok=True)
     exe = find_quarto() if quarto is not False else None
     if quarto is True and exe is None:
         raise UserError("quarto: command not found on PATH or in .cache/quarto (`make quarto` installs it; "
                         "drop --quarto to render through the Jupyter kernel)")
     allow = {"allow_reused": allow_reused, "allow_different_work": allow_different_work}
     params = _params(root, strict_claims, allow)
-    scratch = Path(tempfile.mkdtemp(prefix=".report-", dir=out.parent))
-    # The derived tables are built in a thread while the cells run: the kernel mostly waits.
-    pool = ThreadPoolExecutor(max_workers=1)
-    try:
-        derived_job = pool.submit(_derive, root, scratch, allow)
-        if exe:
-            say(f"report: quarto found ({exe}): quarto render {qmd.name} -P study:{_rel(root)} "
-                "(on a private copy of the project)")
-            md, figs = _render_quarto(exe, qmd, params, scratch)
-            engine: Literal["quarto", "kernel"] = "quarto"
-        else:
-            say(f"report: quarto is not on PATH; executing {qmd.name}'s cells through the Jupyter kernel "
-                f"'{KERNEL}' (nbclient), HTML by python-markdown")
-            md, figs = _render_kernel(qmd, params, scratch)
-            engine = "kernel"
-        canon, derived = derived_job.result()
+    with output_dir(out, verb="report", replace=replace, default=out_dir is None) as scratch:
+        # The derived tables are built in a thread while the cells run: the kernel mostly waits. The
+        # thread is waited for before the folder is kept or thrown away.
+        pool = ThreadPoolExecutor(max_workers=1)
+        try:
+            derived_job = pool.submit(_derive, root, scratch, allow)
+            if exe:
+                say(f"report: quarto found ({exe}): quarto render {qmd.name} -P study:{_rel(root)} "
+                    "(on a private copy of the project)")
+                md, figs = _render_quarto(exe, qmd, params, scratch)
+                engine: Literal["quarto", "kernel"] = "quarto"
+            else:
+                say(f"report: quarto is not on PATH; executing {qmd.name}'s cells through the Jupyter kernel "
+                    f"'{KERNEL}' (nbclient), HTML by python-markdown")
+                md, figs = _render_kernel(qmd, params, scratch)
+                engine = "kernel"
+            canon, derived = derived_job.result()
+        finally:
+            pool.shutdown(wait=True)
         card = card_text(card_header(canon, scratch), md)
         (scratch / "README.md").write_text(card, encoding="utf-8")
-        _move_into(scratch, out)
-    finally:
-        pool.shutdown(wait=True)
-        shutil.rmtree(scratch, ignore_errors=True)
     rel = {p.relative_to(scratch): p for p in figs}
     return RenderResult(engine=engine, out_dir=out, report=out / "REPORT.md", card=out / "README.md",
                         html=out / "index.html", figures=tuple(out / r for r in rel),
@@ -429,24 +431,9 @@ def render(study_dir: Path | str, out_dir: Path | str | None = None, *,
 
 def _derive(root: Path, scratch: Path, allow: dict[str, bool | None]) -> tuple[Any, list[Path]]:
     """CANONICAL.md, MANIFEST.md, tables/, compare/ and export/: what the card's configs point at."""
-    from harness.analyze.derive import write_study
+    from harness.analyze.derive import derive_into
 
-    return write_study(root, scratch, **allow)
-
-
-def _move_into(scratch: Path, out: Path) -> list[Path]:
-    """Each top-level entry of `scratch` replaces its namesake in `out` (a stale figures/ goes whole)."""
-    out.mkdir(parents=True, exist_ok=True)
-    moved = []
-    for src in sorted(scratch.iterdir()):
-        dst = out / src.name
-        if dst.is_dir() and not dst.is_symlink():
-            shutil.rmtree(dst)
-        elif dst.exists():
-            dst.unlink()
-        os.replace(src, dst)
-        moved.append(dst)
-    return moved
+    return derive_into(root, scratch, **allow)
 
 
 def main_summary(res: RenderResult) -> str:

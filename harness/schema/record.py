@@ -24,7 +24,8 @@ SCHEMA_VERSION history (loading branches on the stored version; `migrate` upgrad
 #     token, time per output token, decode share). Version-6 records lift unchanged (neither kept).
 # 8 - `paired`: a run measured in the paired design (harness.measure.paired): its block, the partner
 #     legs, the pass order's seed and every timed pass (round, position, start/end, seconds, value,
-#     the idle partner engine's CPU time, wake/sleep times); `engine.mode` may be "paired".
+#     the idle partner engine's CPU time, the wait for it to go idle, wake/sleep times); `engine.mode` may
+#     be "paired".
 #     Version-7 records lift unchanged (no paired run before it).
 A record newer than this package is refused: upgrade the harness rather than guess.
 """
@@ -178,6 +179,7 @@ class PairedPass(Frozen):
     value: float | None = None         # the kind's metric for this pass alone, in its unit
     output_tokens: int | None = None
     partner_cpu_s: float | None = None  # CPU time the idle partner engines' process groups used meanwhile
+    settle_s: float | None = None      # the wait, before the pass, for the partners to go idle (paired.settle)
     wake_s: float | None = None        # this engine's wake-up before the pass (sleep mode), outside the clock
     sleep_s: float | None = None       # and its return to sleep after it
 
