@@ -143,3 +143,22 @@ def test_a_paired_study_is_decided_by_the_nested_rule(tmp_path):
     assert row[col] == "faster", row.to_dict()
     assert row[col.replace("verdict", "n")] == "12/12"
     assert any("paired cells" in n and "0.0050" in n for n in t.notes)
+
+
+def test_engine_variance_recovers_a_known_engine_spread():
+    from harness.analyze.engine_variance import estimate
+
+    rng = np.random.default_rng(11)
+    tau, sigma = 0.02, 0.01
+    cells = {}
+    for c in range(6):
+        blocks = {}
+        for b in range(1, 7):
+            offset = rng.normal(0, tau) - rng.normal(0, tau)   # the two legs' engines of this block
+            blocks[b] = list(offset + rng.normal(0, sigma * math.sqrt(2), 8))
+        cells[("m", f"w{c}")] = blocks
+    ev = estimate(cells)
+    assert 0.5 * tau < ev.engine_sd < 1.6 * tau and ev.engine_sd_upper > ev.engine_sd
+    assert ev.pair_sd == pytest.approx(sigma * math.sqrt(2), rel=0.2)
+    flat = estimate({("m", "w"): {1: [0.01, -0.01, 0.0], 2: [0.0, 0.01, -0.01]}})
+    assert flat.engine_sd == 0.0 and flat.engine_sd_upper is not None
