@@ -34,8 +34,9 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analyze.dataset import Dataset, read_record
+from harness.analyze.dataset import Dataset
 from harness.core.errors import UserError
+from harness.schema import checks
 from harness.workloads import equivalence as kind
 
 # Thresholds, in nats (natural-log probability). 0.1 nats: the top two tokens' probabilities within
@@ -194,7 +195,7 @@ def _side(ds: Dataset, r: dict[str, Any]) -> Side:
     run_dir = Path(ds.root) / str(r["run_dir"])
     base = {"leg": r["leg"], "label": ds.study.label(r["leg"]), "arm": r["arm"], "run_dir": str(r["run_dir"])}
     try:
-        rec = read_record(run_dir / "results.json")
+        rec = checks.read_measured(run_dir / "results.json")
     except UserError as e:
         return Side(**base, problem=str(e))
     if str((rec.engine_args or {}).get("load_format", "")).lower() == "dummy":
@@ -244,7 +245,8 @@ def compare_study(ds: Dataset, legs: tuple[str, str] | None = None, *, series: s
     if legs is not None:
         a, b = _pick(ds, legs[0]), _pick(ds, legs[1])
         if a == b:
-            raise UserError(f"equivalence: {legs[0]!r} and {legs[1]!r} are the same leg")
+            raise UserError(f"{ds.root}: equivalence --legs {legs[0]!r} {legs[1]!r} name the same leg ({a}); a leg "
+                            f"compared with itself says nothing")
         pairs = [(a, b)]
     else:
         order = _leg_order(ds)

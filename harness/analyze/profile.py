@@ -131,6 +131,9 @@ def kernel_diff(ds: Dataset, *, model: str, workload: str, legs: tuple[str, str]
     """Compare the profiled runs of one (model, workload) on two legs (old first)."""
     if len(legs) != 2:
         raise UserError(f"profile-diff: give two legs, got {len(legs)}")
+    if legs[0] == legs[1]:
+        raise UserError(f"{ds.root}: profile-diff --legs names {legs[0]!r} twice; a leg compared with itself "
+                        f"says nothing")
     ops = operators(ds)
     where = f"{ds.study.name}"
     sel = ops[(ops["model"] == model) & (ops["workload"] == workload)]

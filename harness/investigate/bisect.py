@@ -374,6 +374,9 @@ def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectR
     # Records go beside others there, never over a file that is not this search's own record
     # (paths.unclobbered); the folder itself must not be a symlink, a study or a protected folder.
     check_root(args.results)
+    if args.good == args.bad:
+        raise UserError(f"bisect: --good and --bad name the same leg ({args.good!r}); there is nothing between a "
+                        f"leg and itself to search")
     sc_file = scenario_path(args.scenario)
     sc = load_scenario(sc_file)
     good, bad = legmod.load_leg(args.good), legmod.load_leg(args.bad)

@@ -23,6 +23,7 @@ from harness.measure.index import lock_versions
 from harness.measure.leg import LegEnv, LegSpec
 from harness.measure.lock import waiting_node_lock, while_busy
 from harness.measure.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
+from harness.schema import checks
 from harness.schema.record import RunRecord
 
 console = Console(stderr=True)
@@ -123,11 +124,16 @@ class SweepMeasure:
             records = self._execute(args, planned)
         for v, env in envs.items():
             mine = [r for r in records if r.compat_id == env.compat_id and r.leg == env.leg.name]
-            ok = [r for r in mine if r.status == "ok" and getattr(r.metrics, self.metric) is not None]
+            # The schema's one check of a record's numbers (harness.schema.checks): a NaN, infinite,
+            # negative or zero metric is no sample, and is named among the failures.
+            bad = {r.run_id: why for r in mine if r.status == "ok" and (why := checks.metric_problem(r))}
+            ok = [r for r in mine if r.status == "ok" and getattr(r.metrics, self.metric) is not None
+                  and r.run_id not in bad]
             out[v] = Measurement(
                 samples=tuple(float(getattr(r.metrics, self.metric)) for r in ok),
                 run_ids=tuple(r.run_id for r in mine), leg=env.leg.name, compat_id=env.compat_id,
-                failures=tuple(f"r{r.repeat}: {r.status}: {r.failure.reason if r.failure else 'no metric'}"
+                failures=tuple(f"r{r.repeat}: {r.status}: " + (f"impossible metric: {bad[r.run_id]}" if r.run_id in bad
+                                                             else r.failure.reason if r.failure else 'no metric')
                                for r in mine if r not in ok),
                 stack=stack_of(env))
         return [out[v] for v in versions]

@@ -17,6 +17,7 @@ from harness import workloads
 from harness.analyze.dataset import Dataset
 from harness.analyze.fmt import fmt_share
 from harness.analyze.stats import Ratio, ratio
+from harness.core.errors import UserError
 
 PER_RUN, PER_GROUP = "per-run", "per-group"
 
@@ -40,6 +41,9 @@ def reuse_table(ds: Dataset, *, per_run: str = PER_RUN, per_group: str = PER_GRO
 
     Only like is compared with like: the same arm on both sides (a crosscheck's or an ablation's arm
     changes what is measured), and never a profiled run (the profiler's cost is in its number)."""
+    if per_run == per_group:
+        raise UserError(f"{ds.root}: --per-run and --per-group name the same series ({per_run!r}); a series "
+                        f"compared with itself says nothing")
     rec = ds.records
     df = rec[(rec["status"] == "ok") & rec["series"].isin([per_run, per_group]) & ~rec["profiled"].fillna(False).astype(bool)]
     rows: list[ReuseRow] = []

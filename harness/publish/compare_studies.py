@@ -22,7 +22,7 @@ import pandas as pd
 from harness import workloads
 from harness.analyze import rounding
 from harness.analyze.canonical import Canonical, canonicalize
-from harness.analyze.dataset import load
+from harness.analyze.dataset import Problem, load
 from harness.analyze.stats import band_side, ratio
 from harness.analyze.tables import row_key, ticked
 from harness.core.errors import UserError
@@ -77,6 +77,8 @@ class Comparison:
     b: str
     band: float
     rows: list[Row]
+    # Files of either study that could not be used (harness.analyze.dataset.Problem), named by the verb.
+    problems: tuple[Problem, ...] = ()
 
 
 def _canon(root: Path) -> Canonical:
@@ -125,6 +127,9 @@ def compare_studies(study_a: Path | str, study_b: Path | str, *, band: float = B
     for r in (ra, rb):
         if not (r / "study.yaml").is_file():
             raise UserError(f"{r}: not a study folder (no study.yaml)")
+    if ra.resolve() == rb.resolve():
+        raise UserError(f"{ra}: compare-studies names the same study twice ({study_a} and {study_b}); a study "
+                        f"compared with itself says nothing")
     ca, cb = _canon(ra), _canon(rb)
     pa, pb = read_printed(ra), read_printed(rb)
     la = [(lg.name, lg.label) for lg in ca.study.legs]
@@ -135,13 +140,19 @@ def compare_studies(study_a: Path | str, study_b: Path | str, *, band: float = B
                         f"({', '.join(lab for _, lab in la)} vs {', '.join(lb_)}): no step to compare")
     rows: list[Row] = []
     keys: list[tuple[str, str, str]] = []
+    cells: list[set[tuple[str, str]]] = []   # each study's (model, workload): canonical cells and printed ratios
     for canon in (ca, cb):
         exp = canon.expected
         keys += [(str(k), str(m), str(w)) for k, m, w in zip(exp["kind"], exp["model"], exp["workload"])]
-    for p in (pa, pb):
+        cells.append({(str(m), str(w)) for m, w in zip(exp["model"], exp["workload"])})
+    for p, mine in zip((pa, pb), cells):
         for e in (p.ratios if p else ()):
             kind = next((k for k, m, w in keys if (m, w) == (e.model, e.workload)), "throughput")
             keys.append((kind, e.model, e.workload))
+            mine.add((e.model, e.workload))
+    if not cells[0] & cells[1]:
+        raise UserError(f"{rb}: shares no (model, workload) with {ra} ({len(cells[1])} and {len(cells[0])} "
+                        f"cells, none in both); nothing to compare")
     key = row_key(ca.dataset)
     uniq = sorted(dict.fromkeys(keys), key=lambda t: (list(workloads.KINDS).index(t[0]) if t[0] in workloads.KINDS
                                                       else 99, key(t[1], t[2])))
@@ -153,7 +164,8 @@ def compare_studies(study_a: Path | str, study_b: Path | str, *, band: float = B
                 continue
             rows.append(Row(model=model, workload=workload, kind=kind, step=f"{ol} → {nl}", a=a, b=b,
                             verdict=_verdict(a, b, band)))
-    return Comparison(a=ca.study.name, b=cb.study.name, band=band, rows=rows)
+    return Comparison(a=ca.study.name, b=cb.study.name, band=band, rows=rows,
+                      problems=ca.dataset.problems + cb.dataset.problems)
 
 
 def find(c: Comparison, model: str, workload: str, step: str) -> Row | None:

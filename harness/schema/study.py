@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 SCHEMA_VERSION = 1
 
@@ -38,6 +38,10 @@ class StudyFile(BaseModel):
     model_order: list[str] = Field(default_factory=list)
     workload_order: list[str] = Field(default_factory=list)
     report: dict[str, Any] | None = None   # validated by harness.publish
+    # The tables' declared choices (harness.analyze.canonical): true or false and nothing else, since a
+    # quoted "no" (or 0, or "false") taken as a truth value would publish a comparison the study refused.
+    allow_reused: StrictBool | None = None
+    allow_different_work: StrictBool | None = None
     # The crosscheck's target: harness ÷ vLLM within 1 ± this, judged by the whole interval. A study
     # sets it for its hardware (the H200 study 0.01, the shared CPU 0.03); without it no band is judged.
     crosscheck_band: float | None = Field(None, gt=0, lt=1)
@@ -64,6 +68,14 @@ class StudyFile(BaseModel):
     def _names_alone(cls, v: Any) -> Any:
         # A leg may be given by name alone.
         return [{"name": x} if isinstance(x, str) else x for x in v] if isinstance(v, list) else v
+
+    @field_validator("allow_reused", "allow_different_work", mode="before")
+    @classmethod
+    def _true_or_false(cls, v: Any) -> Any:
+        if v is not None and not isinstance(v, bool):
+            raise ValueError(f"expected true or false (unquoted), got {v!r}; a quoted or numeric value is not "
+                             f"read as a truth value")
+        return v
 
     @field_validator("title", "provenance", "main_series", mode="before")
     @classmethod
