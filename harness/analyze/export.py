@@ -111,4 +111,3 @@ def export_study(canon: Canonical, dest: Path, *, replace: bool = False, default
     with output_dir(dest, verb="export", replace=replace, default=default) as tmp:
         written = export(canon, tmp)
     return [dest / p.relative_to(tmp) for p in written]
-
