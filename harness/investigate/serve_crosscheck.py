@@ -43,7 +43,7 @@ from harness.measure.run import (RunSpec, _safe, emit, prepare_run_dir, process_
                                  worker_spec)
 from harness.measure.serve import Server, failed_point, measure_point, prompts_for, recorded_vocab, served_name
 from harness.measure.sweep import SweepArgs, plan
-from harness.schema import record
+from harness.schema import checks, record
 from harness.schema.serve import Dist, ServePoint
 from harness.schema.serve_crosscheck import (TARGET_BAND, Comparison, PointPair, PointSummary, RepeatRun,
                                              ServeCrosscheckRecord, VllmPoint, interval_band, read)
@@ -275,12 +275,20 @@ _VERDICT = {"faster": "harness higher", "slower": "harness lower"}
 
 def compare(harness: Sequence[float], vllm: Sequence[float]) -> Comparison:
     """harness ÷ vLLM by the project's rule (harness.analyze.stats.ratio, vLLM as the reference)."""
-    h = [x for x in harness if x is not None and x > 0]
-    v = [x for x in vllm if x is not None and x > 0]
+    # A value the schema's check refuses (NaN, infinite, zero or negative) is no sample; summarize names
+    # the points whose metric was refused so.
+    h = [x for x in harness if x is not None and not checks.bad_number(x)]
+    v = [x for x in vllm if x is not None and not checks.bad_number(x)]
     rt = ratio(v, h)
     return Comparison(harness=h, vllm=v, ratio=rt.value, ci_low=rt.low, ci_high=rt.high,
                       verdict=_VERDICT.get(rt.verdict, rt.verdict), spread_harness=rt.spread_new,
                       spread_vllm=rt.spread_old)
+
+
+def _refused(value: float | None) -> str | None:
+    """Why a point's output tok/s (the serve kind's metric) is no measurement, by the schema's check."""
+    why = checks.bad_number(value) if value is not None else None
+    return f"impossible metric: {kind.METRIC.key} is {why}; point excluded" if why else None
 
 
 def _complete(requests: int | None, completed: int | None) -> bool:
@@ -300,13 +308,19 @@ def summarize(repeats: Sequence[RepeatRun]) -> list[PointSummary]:
             if key not in keys:
                 keys.append(key)
             h, v, out = pair.harness, pair.vllm, excluded.setdefault(key, [])
-            if h.status == "ok" and h.metrics and _complete(h.metrics.requests, h.metrics.completed):
+            h_bad = _refused(h.metrics.output_tok_s if h.metrics else None)
+            v_bad = _refused(v.output_tok_s)
+            if h.status == "ok" and h.metrics and _complete(h.metrics.requests, h.metrics.completed) and not h_bad:
                 h_ok.setdefault(key, []).append(h)
+            elif h_bad and h.status == "ok":
+                out.append(f"r{rep.repeat} harness: {h_bad}")
             else:
                 done = f"{h.metrics.completed} of {h.metrics.requests} requests completed" if h.metrics else ""
                 out.append(f"r{rep.repeat} harness: {h.reason or done}")
-            if v.status == "ok" and _complete(v.requests, v.completed):
+            if v.status == "ok" and _complete(v.requests, v.completed) and not v_bad:
                 v_ok.setdefault(key, []).append(v)
+            elif v_bad and v.status == "ok":
+                out.append(f"r{rep.repeat} vLLM: {v_bad}")
             else:
                 out.append(f"r{rep.repeat} vLLM: {v.reason or f'{v.completed} of {v.requests} requests completed'}")
     rows = []
