@@ -102,7 +102,7 @@ def _out_folder(a: argparse.Namespace, verb: str, default: str) -> None:
     from harness.schema.outdir import check_folder
 
     if a.out is not None and a.out.is_file() and not a.out.is_symlink():
-        raise UserError(f"{a.out}: --out names a file; it must be a folder (or not exist yet)")
+        raise UserError(f"{a.out}: --out names a file; refused: it must be a folder (or not exist yet)")
     check_folder(a.out or a.study_dir / default, verb=verb, replace=a.replace, default=a.out is None)
 
 
