@@ -17,7 +17,7 @@ import pandas as pd
 from harness.analyze.canonical import Canonical
 from harness.analyze.stats import ratio
 from harness.core.errors import UserError
-from harness.schema.record import read
+from harness.schema.checks import read
 
 # (column, higher is better): what the ratio table compares at each matched point.
 RATIO_METRICS = (("output_tok_s", True), ("tok_s_per_user", True), ("ttft_p50_ms", False),
