@@ -162,3 +162,32 @@ def test_engine_variance_recovers_a_known_engine_spread():
     assert ev.pair_sd == pytest.approx(sigma * math.sqrt(2), rel=0.2)
     flat = estimate({("m", "w"): {1: [0.01, -0.01, 0.0], 2: [0.0, 0.01, -0.01]}})
     assert flat.engine_sd == 0.0 and flat.engine_sd_upper is not None
+
+
+def test_paired_and_serial_modes_agree_when_pairing_only_removes_noise(tmp_path):
+    # FAKE records: one study, the paired series and a serial series of the same two legs, the new leg
+    # 5% faster in both; the serial repeats carry the host's drift, the pairs cancel it.
+    from harness.analyze.dataset import load
+    from harness.analyze.modes import mode_agreement, mode_agreement_md
+    from tests.studygen import record_dict, write_run, write_study_yaml
+
+    legs = [("cpu-a", "0.27"), ("cpu-b", "0.32")]
+    write_study_yaml(tmp_path, legs, engine_sd=0.005, main_series="paired")
+    rng = np.random.default_rng(8)
+    for block in (1, 2):
+        host = rng.normal(0, 0.03, 6)
+        for (leg, label), gain in zip(legs, (1.0, 1.05)):
+            passes = [{"round": k + 1, "position": k % 2, "started_at": 1.0, "ended_at": 2.0, "seconds": 1.0,
+                       "value": 1000 * gain * math.exp(host[k] + rng.normal(0, 0.004))} for k in range(6)]
+            write_run(tmp_path, record_dict(leg=leg, leg_label=label, repeat=block, series="paired",
+                                            value=float(np.median([p["value"] for p in passes])),
+                                            paired={"block": block, "blocks": 2, "pairs": 6, "passes": passes,
+                                                    "legs": [a for a, _ in legs]}))
+    for rep in (1, 2, 3, 4):
+        for (leg, label), gain in zip(legs, (1.0, 1.05)):
+            write_run(tmp_path, record_dict(leg=leg, leg_label=label, repeat=rep, series="serial",
+                                            value=1000 * gain * math.exp(rng.normal(0, 0.01))))
+    (row,) = mode_agreement(load(tmp_path), paired="paired", serial="serial", old="cpu-a", new="cpu-b")
+    assert row.paired.n_old == 12 and row.serial.n_old == 4
+    assert row.low < 1 < row.high and 0.95 < row.value < 1.05
+    assert "paired ÷ serial" in mode_agreement_md([row])

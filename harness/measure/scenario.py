@@ -273,6 +273,12 @@ class Scenario(_Strict):
     pair_order: Literal["balanced", "random"] = "balanced"
     # Idle engines sleep (vLLM's sleep mode) between their passes: auto = on for CUDA legs, off on CPU.
     sleep: Literal["auto", "on", "off"] = "auto"
+    # What the study's verdicts take (harness.analyze.significance), written into study.yaml on the first
+    # sweep: the practical margin of "equivalent within ±margin" (None: the device kind's default) and
+    # the paired rule's engine-instance bound, with where that bound was measured.
+    margin: float | None = Field(None, gt=0, lt=1)
+    engine_sd: float | None = Field(None, ge=0, lt=1)
+    engine_sd_source: str | None = None
     # Where the scenario's data is documented as reconstructed rather than known (e.g. the
     # published study did not state its prompt lengths), say so here; reports print it.
     notes: str = ""

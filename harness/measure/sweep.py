@@ -359,6 +359,9 @@ def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str]) -> None:
     meta.setdefault("title", sc.description or sc.name)
     meta.setdefault("provenance", "measured")
     meta.setdefault("main_series", sc.series_tag)
+    for key in ("margin", "engine_sd", "engine_sd_source"):
+        if getattr(sc, key) is not None:
+            meta.setdefault(key, getattr(sc, key))
     order = meta.setdefault("legs", [])
     for ln in legs:
         if ln not in [x["name"] for x in order]:
