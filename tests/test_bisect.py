@@ -207,7 +207,7 @@ def test_cli_rejects_bad_arguments(tmp_path, capsys):
     assert cli.main([*base, "--workload", "nope"]) == 2
     assert "cpu-tiny.yaml: no workload named 'nope'" in capsys.readouterr().err
     assert cli.main(["bisect", "--scenario", "cpu-tiny", "--good", "cpu-0.27.1", "--bad", "cpu-0.27.1"]) == 2
-    assert "same vLLM release" in capsys.readouterr().err
+    assert "--good and --bad name the same leg ('cpu-0.27.1')" in capsys.readouterr().err
 
 
 # --- through the sweep machinery, with the FAKE bench -------------------------------------------
