@@ -48,7 +48,7 @@ class Side:
             return None
         if self.interval == "95% bootstrap" and self.low is not None and self.high is not None \
                 and self.low <= 1 <= self.high:
-            return "flat"   # no difference detected: read with the flat band
+            return "flat"   # the interval holds 1.00x: read with the flat band
         return {"above": "faster", "below": "slower", "within": "flat"}[band_side(self.ratio, band)]
 
     def text(self) -> str:
