@@ -167,20 +167,24 @@ def cmd_tiny_model(a: argparse.Namespace) -> int:
 def cmd_legs(a: argparse.Namespace) -> int:
     from harness.measure import leg
 
-    # Every leg is tried: one bad leg file is reported (one line naming the file) and the rest go on.
+    # Every leg is listed, resolved or not: a leg that cannot be had on this machine (a GPU leg on a
+    # CPU host) is listed with the reason and is an error only when the user named it. A bad leg file
+    # is reported (one line naming the file) and the rest go on.
     bad = 0
-    for name in a.legs or leg.known_legs():
+    for st in leg.survey(a.legs or leg.known_legs(), offline=a.offline):
         try:
-            spec = leg.load_leg(name)
-            if not spec.buildable:
-                print(f"{name}: described only (not buildable here)")
-                continue
-            env = leg.resolve(spec, offline=a.offline)
-            if a.build:
-                rep = leg.ensure(env)
-                print(f"{name}: {env.root} ({'reused' if rep.reused else 'built'} in {rep.seconds:.1f} s)")
+            if st.error is not None:
+                raise st.error
+            if st.env is None:
+                if a.legs:
+                    raise UserError(f"{leg.leg_path(st.name)}: leg {st.name}: cannot be resolved here: {st.unresolved}")
+                print(f"{st.name}: described only (not buildable here)" if st.described_only
+                      else f"{st.name}: unresolved here: {st.unresolved}")
+            elif a.build:
+                rep = leg.ensure(st.env)
+                print(f"{st.name}: {st.env.root} ({'reused' if rep.reused else 'built'} in {rep.seconds:.1f} s)")
             else:
-                print(f"{name}: compat id {env.compat_id} -> {env.root}")
+                print(f"{st.name}: compat id {st.env.compat_id} -> {st.env.root}")
         except UserError as e:
             bad += 1
             print(f"error: {e}", file=sys.stderr)
@@ -212,10 +216,15 @@ def cmd_window(a: argparse.Namespace) -> int:
 
 
 def cmd_explain(a: argparse.Namespace) -> int:
-    from harness.analyze.failure import explain_main
+    from harness.analyze.failure import explain_logs
 
-    print(explain_main(a.logs, as_json=a.json), end="")
-    return 0
+    text, unusable = explain_logs(a.logs, as_json=a.json)
+    print(text, end="")
+    # One line per argument that is not a log to explain (empty, binary, missing); an error of the
+    # command only when none was.
+    for line in unusable:
+        print(f"error: {line}", file=sys.stderr)
+    return 2 if unusable and not text else 0
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -401,9 +410,11 @@ def build_parser() -> argparse.ArgumentParser:
     _replace_flag(s)
     s.set_defaults(func=cmd_publish)
 
-    s = sub.add_parser("explain", help="why a vLLM run failed: root-cause class, signature, evidence line, fix")
+    from harness.core.logs import READ_BOUND as EXPLAIN_BOUND
+    s = sub.add_parser("explain", help="why a vLLM run failed: root-cause class, signature, evidence line, fix",
+                       description=f"Why a vLLM run failed. Bounded: {EXPLAIN_BOUND}.")
     s.add_argument("logs", nargs="+", metavar="LOG",
-                   help="a run folder, its results.json, a log file, or - for an excerpt on stdin")
+                   help=f"a run folder, its results.json, a log file, or - for an excerpt on stdin ({EXPLAIN_BOUND})")
     s.add_argument("--json", action="store_true", help="one JSON object per log, with its class")
     s.set_defaults(func=cmd_explain)
 

@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from harness.core.errors import UserError
-from harness.core.logs import LogLine, classify, last_line, root_cause
+from harness.core.logs import LogLine, UnusableLog, bound, classify, last_line, read_log, root_cause
 from harness.schema.record import RunRecord, write_json_atomic
 
 # The dataset calls `attribute` while it loads, so this module takes a Dataset without importing it.
@@ -185,17 +185,34 @@ def _unknown(f: Any, log_text: str | None, diagnosis_log: str | None) -> Attribu
 # --- explaining a log, and recording the class ------------------------------------------------
 
 def _read(path: Path) -> str:
+    """A log file's text, bounded (core.logs.read_log): an empty or binary file is one line saying so."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return read_log(path)
+    except UnusableLog as e:
+        raise UserError(f"{path}: {e}") from None
     except OSError as e:
-        raise UserError(f"{path}: unreadable ({e.strerror})") from None
+        raise UserError(f"{path}: unreadable ({e.strerror or e})") from None
+
+
+def _read_if_usable(path: Path) -> str | None:
+    """A run folder's log beside its record: an empty or binary one is as good as none."""
+    if not path.is_file():
+        return None
+    try:
+        return read_log(path)
+    except (UnusableLog, OSError):
+        return None
 
 
 def explain(source: Path | str) -> Attribution:
     """Attribute any vLLM log: a harness run folder (its results.json, run.log and diagnosis/), a
-    results.json, a log file (a Path), or a pasted excerpt (a str)."""
+    results.json, a log file (a Path), or a pasted excerpt (a str). A log is read as its first
+    LOG_HEAD_BYTES and last LOG_TAIL_BYTES at most (core.logs), whatever its size."""
     if isinstance(source, str):
-        return attribute(None, source)
+        try:
+            return attribute(None, bound(source))
+        except UnusableLog as e:
+            raise UserError(f"(stdin): {e}") from None
     path = Path(source)
     if not path.exists():
         raise UserError(f"{path}: no such file or folder")
@@ -210,11 +227,13 @@ def explain(source: Path | str) -> Attribution:
             rec = read(run_dir / "results.json")
         except (ValueError, UserError) as e:
             raise UserError(f"{run_dir / 'results.json'}: not a run record ({e})") from None
-    log = _read(run_dir / "run.log") if (run_dir / "run.log").is_file() else None
-    diag = run_dir / "diagnosis" / "run.log"
-    diag_log = _read(diag) if diag.is_file() else None
-    if rec is None and log is None:
-        raise UserError(f"{run_dir}: neither results.json nor run.log (not a run folder)")
+    if rec is None:
+        if not (run_dir / "run.log").is_file():
+            raise UserError(f"{run_dir}: neither results.json nor run.log (not a run folder)")
+        log = _read(run_dir / "run.log")
+    else:
+        log = _read_if_usable(run_dir / "run.log")
+    diag_log = _read_if_usable(run_dir / "diagnosis" / "run.log")
     if rec is not None and rec.status == "ok":
         return Attribution(signature="", root_cause="the run passed", fixable="unknown", fix="", error="",
                            source="status", klass="", found="nothing to explain: status ok")
@@ -256,15 +275,30 @@ def explain_text(att: Attribution, name: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def explain_main(sources: list[str], *, as_json: bool, stdin: Any = None) -> str:
-    """`harness explain` on its arguments: "-" reads an excerpt from stdin."""
-    results = []
+def explain_logs(sources: list[str], *, as_json: bool, stdin: Any = None) -> tuple[str, list[str]]:
+    """`harness explain` on its arguments ("-" reads an excerpt from stdin): what it prints, and one
+    line for each argument that is not a log to explain (missing, empty, binary, unreadable)."""
+    results, unusable = [], []
     for s in sources:
-        att = explain((stdin or sys.stdin).read()) if s == "-" else explain(Path(s))
+        try:
+            att = explain((stdin or sys.stdin).read()) if s == "-" else explain(Path(s))
+        except UserError as e:
+            unusable.append(str(e))
+            continue
         results.append((s, att))
+    if not results:
+        return "", unusable
     if as_json:
-        return "\n".join(json.dumps({"log": s} | a.to_json()) for s, a in results) + "\n"
-    return "".join(explain_text(a, s) for s, a in results)
+        return "\n".join(json.dumps({"log": s} | a.to_json()) for s, a in results) + "\n", unusable
+    return "".join(explain_text(a, s) for s, a in results), unusable
+
+
+def explain_main(sources: list[str], *, as_json: bool, stdin: Any = None) -> str:
+    """`explain_logs`' text; the first unusable argument is the error."""
+    text, unusable = explain_logs(sources, as_json=as_json, stdin=stdin)
+    if unusable:
+        raise UserError(unusable[0])
+    return text
 
 
 # --- the table -----------------------------------------------------------------------------------

@@ -4,12 +4,14 @@ One module for every reader of a run's `run.log`: the run (`harness.measure.run`
 from it, the diagnosis re-run (`harness.measure.diagnose`) asks whether it names a cause at all,
 failure attribution (`harness.analyze.failure`) matches signatures against its lines, and the
 diagnostics parse the MoE routing out of it; `scrub` takes machine paths out of a log line before a
-committed record keeps it. Pure text in, plain values out; nothing here reads a file, so every layer
-may use it.
+committed record keeps it. Pure text in, plain values out; the one reader of a file is `read_log`,
+which reads a log as a bounded head and tail (LOG_HEAD_BYTES, LOG_TAIL_BYTES), so a log of any size
+is read in bounded time and memory.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -319,3 +321,66 @@ def scrub(text: str) -> str:
     for path, name in ((paths.cache_dir(), "$HARNESS_CACHE"), (paths.PROJ_ROOT, "."), (Path.home(), "~")):
         text = text.replace(str(path), name)
     return text
+
+
+# --- reading a log file, bounded ------------------------------------------------------------------
+
+# A failed run's cause is printed last (each process's traceback as it dies) or, for an engine that
+# never started, among its first lines; the middle of a long log is progress bars and request lines.
+# So a log is read as its first LOG_HEAD_BYTES and its last LOG_TAIL_BYTES, whatever its size:
+# attribution reads every line of that against the failure catalogue, about half a second per MiB.
+LOG_HEAD_BYTES = 256 << 10
+LOG_TAIL_BYTES = 1 << 20
+READ_BOUND = (f"a log longer than {(LOG_HEAD_BYTES + LOG_TAIL_BYTES) >> 10:,} KiB is read as its first "
+              f"{LOG_HEAD_BYTES >> 10} KiB and its last {LOG_TAIL_BYTES >> 20} MiB")
+# A line longer than this keeps its first MAX_LINE_CHARS characters: no cause is printed on a longer
+# one (the longest in tests/data/vllm_logs is 1,187), and some catalogue patterns take time quadratic
+# in the length of a line without spaces (a hex or base64 dump).
+MAX_LINE_CHARS = 2048
+_LONG_LINE = re.compile(r"[^\n]{%d}[^\n]+" % MAX_LINE_CHARS)
+# A text log has no NUL bytes and decodes as UTF-8 but for a stray byte or two.
+_BINARY_SHARE = 0.05
+
+
+class UnusableLog(ValueError):
+    """A file that is not a log to read: empty, or binary. The message says which, in two words."""
+
+
+def _decode(data: bytes) -> str:
+    text = data.decode("utf-8", errors="replace")
+    if b"\x00" in data[:65536] or text.count("\ufffd") > _BINARY_SHARE * max(1, len(text)):
+        raise UnusableLog("not a text log (binary content)")
+    return _LONG_LINE.sub(lambda m: f"{m.group(0)[:MAX_LINE_CHARS]} [harness: {len(m.group(0)) - MAX_LINE_CHARS:,} "
+                                    "characters of this line not read]", text)
+
+
+def bounded_text(head: bytes, tail: bytes, skipped: int) -> str:
+    """A log's head and tail joined at whole lines, with one line saying how much was left out."""
+    if not (head + tail).strip():
+        raise UnusableLog("empty file" if not skipped else "only blank lines")
+    if not skipped:
+        return _decode(head + tail)
+    # Cut at whole lines: a half line at either seam would be read as a line of its own.
+    head = head[:head.rfind(b"\n") + 1] if b"\n" in head else head
+    tail = tail[tail.find(b"\n") + 1:] if b"\n" in tail else tail
+    return _decode(head) + f"[harness: {skipped:,} bytes of this log not read]\n" + _decode(tail)
+
+
+def read_log(path: Path, *, head: int = LOG_HEAD_BYTES, tail: int = LOG_TAIL_BYTES) -> str:
+    """The text of a log file: all of it up to head + tail bytes, else its first `head` and last
+    `tail` bytes. UnusableLog for an empty or binary file; OSError as the file system says."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size <= head + tail:
+            return bounded_text(f.read(head + tail + 1), b"", 0)
+        first = f.read(head)
+        f.seek(size - tail)
+        return bounded_text(first, f.read(tail), size - head - tail)
+
+
+def bound(text: str, *, head: int = LOG_HEAD_BYTES, tail: int = LOG_TAIL_BYTES) -> str:
+    """`read_log`'s bound on text already in memory (a pasted excerpt)."""
+    data = text.encode("utf-8", errors="replace")
+    if len(data) <= head + tail:
+        return bounded_text(data, b"", 0)
+    return bounded_text(data[:head], data[-tail:], len(data) - head - tail)

@@ -229,13 +229,21 @@ print("\\n".join(sorted({f"{d.metadata['Name'].lower()}=={d.version}" for d in m
 """
 
 
-def _resolve_prebuilt(leg: LegSpec, pins: tuple[str, ...]) -> LegEnv:
+def _resolve_prebuilt(leg: LegSpec, pins: tuple[str, ...], timeout_s: float | None = None) -> LegEnv:
     if pins:
         raise UserError(f"{leg_path(leg.name)}: leg {leg.name} is prebuilt; pins {list(pins)} cannot be applied")
     if leg.extra or leg.patches:
         raise UserError(f"{leg_path(leg.name)}: leg {leg.name} is prebuilt; extra/patches cannot be applied")
     probe = LegEnv(leg=leg, pins=(), lock="", compat_id="", root=Path("/"))
-    proc = subprocess.run([str(probe.python), "-c", _FREEZE], capture_output=True, text=True, env=probe.environ())
+    try:
+        proc = subprocess.run([str(probe.python), "-c", _FREEZE], capture_output=True, text=True, env=probe.environ(),
+                              timeout=timeout_s)
+    except FileNotFoundError:
+        raise LegEnvError(leg.name, "inspect prebuilt python", 127, f"no interpreter {probe.python} on this machine",
+                          path=leg_path(leg.name)) from None
+    except subprocess.TimeoutExpired:
+        raise LegEnvError(leg.name, "inspect prebuilt python", 124, f"{probe.python} did not answer within "
+                          f"{timeout_s:g} s", path=leg_path(leg.name)) from None
     if proc.returncode:
         raise LegEnvError(leg.name, "inspect prebuilt python", proc.returncode, proc.stderr, path=leg_path(leg.name))
     lock = proc.stdout
@@ -249,10 +257,12 @@ def _resolve_prebuilt(leg: LegSpec, pins: tuple[str, ...]) -> LegEnv:
     return LegEnv(leg=leg, pins=(), lock=lock, compat_id=cid, root=paths.legs_dir() / f"{leg.name}-{cid}")
 
 
-def resolve(leg: LegSpec, pins: tuple[str, ...] = (), *, offline: bool = False) -> LegEnv:
-    """Resolve the leg's full stack with uv (fast, cached) and name its env by the result."""
+def resolve(leg: LegSpec, pins: tuple[str, ...] = (), *, offline: bool = False,
+            timeout_s: float | None = None) -> LegEnv:
+    """Resolve the leg's full stack with uv (fast, cached) and name its env by the result; with
+    `timeout_s`, a resolution that takes longer (an index that does not answer) is a LegEnvError."""
     if leg.prebuilt_python:
-        return _resolve_prebuilt(leg, pins)
+        return _resolve_prebuilt(leg, pins, timeout_s)
     if not leg.buildable:
         raise UserError(f"{leg_path(leg.name)}: leg {leg.name} is described only (buildable: false)")
     work = paths.legs_dir() / ".resolve"
@@ -265,7 +275,11 @@ def resolve(leg: LegSpec, pins: tuple[str, ...] = (), *, offline: bool = False) 
            "--overrides", str(ovr), *_sources(leg), str(req), "-o", str(out)]
     if offline:
         cmd.append("--offline")
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise LegEnvError(leg.name, "resolve", 124, f"no resolution within {timeout_s:g} s (is its index reachable "
+                          "from here?)", path=leg_path(leg.name)) from None
     if proc.returncode:
         raise LegEnvError(leg.name, "resolve", proc.returncode, proc.stderr, path=leg_path(leg.name))
     lock = _strip_lock(out.read_text())
@@ -274,6 +288,71 @@ def resolve(leg: LegSpec, pins: tuple[str, ...] = (), *, offline: bool = False) 
     suffix = "" if not pins else "+pins"
     return LegEnv(leg=leg, pins=pins, lock=lock, compat_id=cid, additions=added,
                   root=paths.legs_dir() / f"{leg.name}{suffix}-{cid}")
+
+
+# uv's own ways of being given an index or a wheel folder; where one is set, a leg whose declared
+# sources are all unset may still resolve, so it is asked.
+_UV_SOURCES = ("UV_INDEX", "UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS")
+
+
+def unavailable_here(leg: LegSpec) -> str | None:
+    """Why a leg cannot be resolved on this machine, known without asking any index (None: ask).
+
+    A leg that declares where its special builds come from (find_links, extra or fallback indexes,
+    each naming an environment variable) while every one of them is unset here cannot resolve: the
+    GPU legs' `+cu130` torch comes only from $HARNESS_TORCH_INDEX, and asking the default index for
+    it costs seconds per leg before the same answer."""
+    if not leg.buildable:
+        return "described only (buildable: false)"
+    if leg.prebuilt_python:
+        return None
+    declared = [*leg.find_links, *leg.extra_index_urls, *leg.fallback_index_urls]
+    if not declared or any(expand(x) for x in declared) or any(os.environ.get(v) for v in _UV_SOURCES):
+        return None
+    names = sorted({m.group(1) for x in declared for m in _VAR.finditer(x)})
+    local = [r for r in leg.requirements if re.search(r"==[^;]*\+", r)]
+    takes = f" (it takes {', '.join(local)} from there)" if local else ""
+    shown = ", ".join(f"${n}" for n in names) or ", ".join(declared)
+    return f"{shown} {'is' if len(names) == 1 else 'are'} not set{takes}"
+
+
+# `harness legs` lists every leg at once; one whose index does not answer must not hold the rest up.
+SURVEY_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class LegStatus:
+    """One leg as `harness legs` finds it: resolved, unresolved here (and why), or a bad leg file."""
+
+    name: str
+    env: LegEnv | None = None
+    unresolved: str = ""            # why not, for a leg file that is fine
+    described_only: bool = False
+    error: UserError | None = None  # the leg file itself is bad input
+
+
+def survey(names: list[str], *, offline: bool = False, timeout_s: float = SURVEY_TIMEOUT_S) -> list[LegStatus]:
+    """Every named leg resolved where it can be, in parallel (each is a uv call that waits on its index),
+    in the order given."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(name: str) -> LegStatus:
+        try:
+            spec = load_leg(name)
+        except UserError as e:
+            return LegStatus(name=name, error=e)
+        why = unavailable_here(spec)
+        if why:
+            return LegStatus(name=name, unresolved=why, described_only=not spec.buildable)
+        try:
+            return LegStatus(name=name, env=resolve(spec, offline=offline, timeout_s=timeout_s))
+        except LegEnvError as e:
+            return LegStatus(name=name, unresolved=str(e).split(f"leg {name}: ", 1)[-1])
+        except UserError as e:
+            return LegStatus(name=name, error=e)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(one, names))
 
 
 @dataclass(frozen=True, kw_only=True)
