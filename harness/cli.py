@@ -59,8 +59,11 @@ def cmd_serve_crosscheck(a: argparse.Namespace) -> int:
 
     if a.repeats < 1:
         raise UserError("--repeats should be at least 1")
+    if a.retry_failed and not a.resume:
+        raise UserError("--retry-failed goes with --resume")
     args = SweepArgs(scenario=a.scenario, results=a.results, study=a.study, legs=tuple(a.legs),
-                     models=tuple(a.models), workloads=tuple(a.workloads), repeats=a.repeats)
+                     models=tuple(a.models), workloads=tuple(a.workloads), repeats=a.repeats,
+                     resume=a.resume, retry_failed=a.retry_failed, supersede=a.supersede)
     res = serve_crosscheck(args)
     print(crosscheck_md(res.records), end="")
     for path in [*res.files, res.view]:
@@ -326,6 +329,12 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument(f"--{name[:-1]}", dest=name, action="append", default=[],
                        help=f"only this {name[:-1]} (repeatable; default: every one with a serve workload)")
     s.add_argument("--repeats", type=int, default=1, help="repeats, one server each (default 1)")
+    again = s.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="an earlier record of the same settings: keep its repeats, measure only those it lacks")
+    again.add_argument("--supersede", action="store_true",
+                       help="an earlier record of the same settings: move it to superseded/<invocation>/, measure again")
+    s.add_argument("--retry-failed", action="store_true", help="with --resume, measure its failed repeats again")
     s.set_defaults(func=cmd_serve_crosscheck)
 
     s = sub.add_parser("tables", help="CANONICAL.md, MANIFEST.md, tables/, compare/ and export/ from a study folder")
