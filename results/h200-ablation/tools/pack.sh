@@ -22,6 +22,12 @@ E=$G/e
 # fifth only the endpoint legs.
 VERSIONS=${VERSIONS:-0.26.0 0.24.0}
 DRIVER=${DRIVER:-drive-f}
+# The h200-paired lease (DRIVER=drive-p) measured a study of its own: PREV= (empty) carries no earlier
+# records. DROP: files (relative to each site folder) left out of the stream; that lease left out
+# vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so (FlashAttention 2, 80-130 MB a wheel; on Hopper vLLM runs
+# FA3, and its loader treats a missing FA2 as unavailable), so that the stream needed fewer calls.
+PREV=${PREV-h200-ablation}
+DROP=${DROP:-}
 TREE_LIMIT_MIB=64
 PLAT="--platform manylinux_2_31_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64
   --platform manylinux_2_26_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64
@@ -180,12 +186,13 @@ for v in $VERSIONS; do
   "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $PLAT \
     -d "$w" -r "$G/req-$v.txt"
   files=$(wheel_files "$list" "$w")
-  stamp=$(sha256sum $files | sha256sum | cut -c1-16)
+  stamp=$( (sha256sum $files; echo "drop: $DROP") | sha256sum | cut -c1-16)
   if [ "$(cat "$G/site/site-$v.stamp" 2> /dev/null)" != "$stamp" ]; then
     rm -rf "$G/site/site-$v"
     # shellcheck disable=SC2086
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$G/site/site-$v" \
       --python-version 3.12 --implementation cp --only-binary=:all: $PLAT $files
+    for f in $DROP; do rm -f "$G/site/site-$v/$f"; done
     echo "$stamp" > "$G/site/site-$v.stamp"
   fi
   echo "site-$v: $(echo "$files" | wc -l) wheels, $(du -sm "$G/site/site-$v" | cut -f1) MiB installed"
@@ -201,8 +208,12 @@ snap=$(mktemp -d)
 git clone -q --depth 1 "file://$PWD" "$snap/repo"
 tar czf "$E/c0/repo.tgz" -C "$snap/repo" --exclude=./results .
 rm -rf "$snap"
-tar czf "$E/c0/R-prev.tgz" -C results h200-ablation/study.yaml h200-ablation/runs h200-ablation/sweeps \
-  h200-ablation/crosscheck h200-ablation/crosscheck.json h200-ablation/crosscheck.md
+if [ "$PREV" = h200-ablation ]; then
+  tar czf "$E/c0/R-prev.tgz" -C results h200-ablation/study.yaml h200-ablation/runs h200-ablation/sweeps \
+    h200-ablation/crosscheck h200-ablation/crosscheck.json h200-ablation/crosscheck.md
+else
+  tar czf "$E/c0/R-prev.tgz" -T /dev/null
+fi
 
 c0=$(du -sm "$E/c0" | cut -f1)
 [ $((tree + c0)) -lt "$TREE_LIMIT_MIB" ] || { echo "c0 ($c0 MiB) does not fit beside the tree" >&2; exit 1; }
