@@ -61,6 +61,13 @@ def repeat_summary(st: Study) -> str:
     return text
 
 
+def _reused(runs: pd.DataFrame) -> pd.Series:
+    """Which runs a later invocation reused: its sweep index names another invocation than the
+    record's, or lists the run as reused."""
+    later = runs["reused_by"].notna() & (runs["reused_by"] != runs["invocation_id"])
+    return later | runs["reused"].map(lambda v: v is True or v == True)  # noqa: E712
+
+
 def intro(st: Study) -> list[str]:
     """Where the numbers come from, said first: transcribed or measured, and how often (paragraphs)."""
     canon, ds = st.canon, st.ds
@@ -84,9 +91,10 @@ def intro(st: Study) -> list[str]:
     else:
         invs = sorted(set(recs["invocation_id"].dropna()))
         used = canon.runs
-        # Runs a later invocation resumed over: its index names another invocation than the record's.
-        later = used["reused_by"].notna() & (used["reused_by"] != used["invocation_id"])
-        reused = used[later | used["reused"].map(lambda v: v is True or v == True)]  # noqa: E712
+        reused = used[_reused(used)]
+        # Counted over every record too: reused runs the tables leave out (a study that does not
+        # declare allow_reused) were still reused, and "none was reused" would say otherwise.
+        reused_all = int(_reused(recs).sum())
         dev = w.names(devices(canon)) or "an unrecorded device"
         lines.append(f"**Every number in this report was measured by this harness** on {dev}: {len(recs)} run "
                      f"records (`provenance: measured`) from {w.n(len(invs), 'sweep invocation')}.")
@@ -96,6 +104,12 @@ def intro(st: Study) -> list[str]:
                           f"invocation ({', '.join(f'`{b}`' for b in by)}) and reused by `--resume` in a later one; "
                           f"each was measured once, by the invocation its record names and this study's sweep "
                           f"index lists, so these too are measured numbers.")
+        elif reused_all:
+            why = ("" if "allow_reused=True" in st.canon.rule else
+                   " (reused runs count only where the study declares `allow_reused`)")
+            lines[-1] += (f" {reused_all} of the {len(recs)} run records {'was' if reused_all == 1 else 'were'} "
+                          f"reused by `--resume` in a later invocation; none of the {len(used)} runs behind the "
+                          f"tables is one of them{why}.")
         elif len(used):
             lines[-1] += f" None of the {len(used)} runs behind the tables was reused by `--resume`."
     lines.append(repeat_summary(st))
