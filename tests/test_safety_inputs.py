@@ -383,7 +383,7 @@ def test_serve_crosscheck_takes_the_readme_flags(tmp_path, capsys):
         p.parse_args(["serve-crosscheck", "s", "--resume", "--supersede"])
     assert e.value.code == 2
     readme = (paths.PROJ_ROOT / "README.md").read_text()
-    assert "serve-crosscheck SCENARIO --leg L [--repeats N] [--resume | --supersede]" in readme
+    assert "serve-crosscheck SCENARIO --leg L [--repeats N] [--resume [--retry-failed] | --supersede]" in readme
 
 
 # --- the report's sentence about reused runs -------------------------------------------------------
@@ -415,3 +415,14 @@ def test_report_counts_reused_runs_the_tables_leave_out(tmp_path):
         os.remove(p)
     write_run(d, record_dict(leg="gpu-0.18.0", model="m", repeat=4, value=13.0))
     assert "None of the 7 runs behind the tables was reused by `--resume`." in report.intro_md(load_study(d))
+
+
+def test_the_readme_states_the_limits_the_module_holds():
+    readme = (paths.PROJ_ROOT / "README.md").read_text()
+    for value in (limits.MAX_TOKENS, limits.MAX_PROMPTS, limits.MAX_PASS_TOKENS, limits.MAX_CONCURRENCY,
+                  limits.MAX_LOAD_POINTS, int(limits.MAX_REQUEST_RATE), limits.MAX_ITERATIONS, limits.MAX_SIDE_PX,
+                  limits.MAX_FRAMES, limits.MAX_ITEMS_PER_PROMPT, int(limits.MAX_AUDIO_S), limits.MAX_SAMPLE_RATE,
+                  limits.MAX_REPEATS):
+        assert f"| {value:,}" in readme or f" {value:,} " in readme or f"{value:,}/s" in readme, value
+    assert f"{limits.MAX_ITEM_BYTES >> 30} GiB" in readme and "1 s to a week" in readme
+    assert f"first {logs.LOG_HEAD_BYTES >> 10} KiB and last {logs.LOG_TAIL_BYTES >> 20} MiB" in readme
