@@ -93,9 +93,7 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
         rs = []
         for (old, old_lb), (new, new_lb) in pairs:
             lab = _ratio_label(kind, old_lb, new_lb, short)
-            rt = (paired_cell(passes[old], passes[new], metric=metric, margin=margin, engine_sd=engine_sd)
-                  if passes[old] and passes[new] else
-                  ratio(samples[old], samples[new], higher_is_better=metric.higher_is_better, margin=margin))
+            rt = cell_ratio(canon, cells.get((old, model, workload)), cells.get((new, model, workload)), metric)
             rs.append(rt)
             any_ci |= rt.low is not None
             d[lab], d[f"{lab} low"], d[f"{lab} high"], d[f"{lab} verdict"] = rt.value, rt.low, rt.high, rt.verdict
@@ -143,6 +141,19 @@ def study_margin(canon: Canonical) -> tuple[float, str]:
     device = next((str(d) for d in devices.dropna()), None) if devices is not None else None
     kind = "cpu" if default_margin(device) == MARGIN_DEFAULT["cpu"] else "gpu"
     return default_margin(device), f"the {kind.upper()} default"
+
+
+def cell_ratio(canon: Canonical, a: dict | None, b: dict | None, metric: Metric) -> Ratio:
+    """The ratio of two canonical cells (old, new) as every table prints it: the paired design's nested
+    rule where both cells hold paired passes, else Welch's rule on their repeats; with the study's margin.
+    A table decides its cells together afterwards (`table_verdicts`)."""
+    margin, _ = study_margin(canon)
+    engine_sd = canon.study.extra.get("engine_sd")
+    sa, sb = (tuple(a["samples"]) if a is not None else ()), (tuple(b["samples"]) if b is not None else ())
+    pa, pb = (a.get("pairs") if a is not None else None), (b.get("pairs") if b is not None else None)
+    if pa and pb:
+        return paired_cell(pa, pb, metric=metric, margin=margin, engine_sd=engine_sd)
+    return ratio(sa, sb, higher_is_better=metric.higher_is_better, margin=margin)
 
 
 def paired_cell(old: dict, new: dict, *, metric: Metric, margin: float, engine_sd: float | None) -> Ratio:

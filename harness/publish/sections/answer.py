@@ -8,15 +8,16 @@ For transcribed figures the interval is the one the rounding of the printed figu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
 from harness import workloads
 from harness.analyze import rounding
 from harness.analyze.equivalence import DIFFERENT, equivalence_by_step
-from harness.analyze.stats import band_side, ratio
-from harness.analyze.tables import _legs, ticked
+from harness.analyze.significance import decide_table
+from harness.analyze.stats import Ratio, band_side
+from harness.analyze.tables import _legs, cell_ratio, ticked
 from harness.publish import wording as w
 from harness.publish.claims.base import cells_by_key, table_rows
 from harness.publish.study import Study
@@ -88,6 +89,7 @@ def answer(st: Study) -> Answer:
     labels = [lb for _, lb in legs]
     answers = {k: v.verdict for k, v in equivalence_by_step(canon.dataset).items()}
     out: list[Cell] = []
+    tests: list[tuple[int, Ratio]] = []   # (index in out, its ratio): decided together below
     for kind in workloads.KINDS:
         metric = rounding.metric_of(kind)
         printed = rounding.printed_ratios(st.root, kind, labels) if st.transcribed else {}
@@ -101,7 +103,8 @@ def answer(st: Study) -> Answer:
                     out.append(Cell(model=model, workload=workload, kind=kind, step=step, ratio=None, low=None,
                                     high=None, interval=None, verdict="missing", side="missing", note=note))
                     continue
-                rt = ratio(a["samples"], b["samples"], higher_is_better=metric.higher_is_better)
+                rt = cell_ratio(canon, a, b, workloads.kind(kind).METRIC)
+                tests.append((len(out), rt))
                 low, high, interval = rt.low, rt.high, "95% Welch-t" if rt.low is not None else None
                 notes = [x for x in (_pinned(att, old, lo, model), _pinned(att, new, ln, model)) if x]
                 pr, dis = None, False
@@ -125,6 +128,15 @@ def answer(st: Study) -> Answer:
                 out.append(Cell(model=model, workload=workload, kind=kind, step=step, ratio=value, low=low,
                                 high=high, interval=interval, verdict=str(rt.verdict), side=side, printed=pr,
                                 printed_disagrees=dis, note="; ".join(notes), answers=answers.get((model, step), "")))
+    # The answer is one table of many tests: its verdicts are decided together (false discovery rate at
+    # alpha, significance.decide_table), as every table's are; each cell keeps its own interval.
+    for (i, rt), v in zip(tests, decide_table([rt.test for _, rt in tests])):
+        c = out[i]
+        if v is None or c.interval != "95% Welch-t":
+            continue
+        side = {"faster": "above", "slower": "below"}.get(v, "within")
+        text = f"equivalent within ±{rt.margin:.0%}" if v == "equivalent" and rt.margin is not None else v
+        out[i] = replace(c, verdict=text, side=side)
     moved = [c for c in out if c.side in ("above", "below", "missing") or c.verdict in ("faster", "slower")
              or c.answers == DIFFERENT]
     shown = _merge_missing(out if len(out) <= SHOW_ALL else moved)
