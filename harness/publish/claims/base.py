@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness import workloads
 from harness.analyze import stats
 from harness.analyze.canonical import Canonical
 from harness.analyze.stats import Ratio, ratio
-from harness.analyze.tables import model_order, order_frame
+from harness.analyze.tables import cell_ratio, model_order, order_frame
 from harness.publish.config import ModelClasses
 
 
@@ -106,7 +107,7 @@ def steps(canon: Canonical, old: str, new: str, kind: str = "throughput", *,
         a, b = cells.get((old, model, workload)), cells.get((new, model, workload))
         if a is None or b is None:
             continue
-        rt = ratio(a["samples"], b["samples"], higher_is_better=(kind == "throughput"))
+        rt = cell_ratio(canon, a, b, workloads.kind(kind).METRIC)
         out.append(Step(model=model, workload=workload, kind=kind, old=float(a["value"]), new=float(b["value"]),
                         ratio=rt, cls=model_class(model, classes)))
     return out
