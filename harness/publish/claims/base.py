@@ -9,7 +9,7 @@ from typing import Any
 from harness import workloads
 from harness.analyze import stats
 from harness.analyze.canonical import Canonical
-from harness.analyze.stats import Ratio, ratio
+from harness.analyze.stats import Ratio
 from harness.analyze.tables import cell_ratio, model_order, order_frame
 from harness.publish.config import ModelClasses
 

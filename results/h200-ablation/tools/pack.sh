@@ -23,9 +23,10 @@ E=$G/e
 VERSIONS=${VERSIONS:-0.26.0 0.24.0}
 DRIVER=${DRIVER:-drive-f}
 # The h200-paired lease (DRIVER=drive-p) measured a study of its own: PREV= (empty) carries no earlier
-# records. DROP: files (relative to each site folder) left out of the stream; that lease left out
-# vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so (FlashAttention 2, 80-130 MB a wheel; on Hopper vLLM runs
-# FA3, and its loader treats a missing FA2 as unavailable), so that the stream needed fewer calls.
+# records. DROP: files or folders (relative to each site folder) left out of the stream, so that it
+# needs fewer calls; that lease left out vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so (FlashAttention 2;
+# on Hopper vLLM runs FA3, and its loader treats a missing FA2 as unavailable), vllm/vllm-rs (the Rust
+# frontend binary of `vllm serve`) and vllm/third_party/fmha_sm100 (Blackwell kernels' sources).
 PREV=${PREV-h200-ablation}
 DROP=${DROP:-}
 TREE_LIMIT_MIB=64
@@ -192,7 +193,7 @@ for v in $VERSIONS; do
     # shellcheck disable=SC2086
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$G/site/site-$v" \
       --python-version 3.12 --implementation cp --only-binary=:all: $PLAT $files
-    for f in $DROP; do rm -f "$G/site/site-$v/$f"; done
+    for f in $DROP; do rm -rf "${G:?}/site/site-$v/$f"; done
     echo "$stamp" > "$G/site/site-$v.stamp"
   fi
   echo "site-$v: $(echo "$files" | wc -l) wheels, $(du -sm "$G/site/site-$v" | cut -f1) MiB installed"
