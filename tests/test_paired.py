@@ -294,3 +294,11 @@ def test_real_engines_one_block_of_two_pairs(tmp_path):
     assert thr.metrics.total_tok_s > 0 and len(thr.timing.passes_s) == 2 and thr.work.num_seqs == 8
     assert len(by[(B, "lat")].metrics.samples_ms_per_token) == 4
     assert orphans(lock) == []
+
+
+
+def test_series_flag_names_the_records_series(fake_paired, monkeypatch):
+    # Two designs of one scenario measured into one study need two series: `--series` sets the tag.
+    monkeypatch.setattr(paired, "SETTLE_MAX_S", 0.3)
+    res = fake_paired({"fake_pass_s": 0.01}, series="paired-x")
+    assert res.records and all(r.series == "paired-x" and r.run_id.startswith("paired-x/") for r in res.records)

@@ -68,6 +68,7 @@ class SweepArgs:
     design: str | None = None          # serial | paired; default: the scenario's (measure/paired.py)
     blocks: int | None = None          # paired: engine blocks per leg; default: the scenario's
     pairs: int | None = None           # paired: rounds per block; default: the scenario's
+    series: str | None = None          # the records' series tag; default: the scenario's (its name)
 
     @classmethod
     def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
@@ -109,6 +110,8 @@ class SweepArgs:
                             "timed passes alternating between them in engine blocks (default: the scenario's)")
         p.add_argument("--blocks", type=int, help="paired: engine instances per leg (at least 2)")
         p.add_argument("--pairs", type=int, help="paired: rounds of one pass per leg and workload per block")
+        p.add_argument("--series", help="the records' series tag (default: the scenario's): two designs of one "
+                                        "scenario measured into one study, e.g. to compare them (analyze.modes)")
         p.add_argument("--no-diagnose", dest="diagnose", action="store_false",
                        help="do not re-run a failed run whose log names no cause with VLLM_LOGGING_LEVEL=DEBUG")
 
@@ -124,6 +127,8 @@ class SweepArgs:
             raise UserError("--blocks should be at least 2 (engine instances are a level of their own)")
         if getattr(a, "pairs", None) is not None and a.pairs < 1:
             raise UserError("--pairs should be at least 1")
+        if getattr(a, "series", None) is not None and paths.unsafe_name(a.series):
+            raise UserError(f"--series: {paths.unsafe_name(a.series)}")
         return cls(scenario=a.scenario, results=a.results, study=a.study, legs=tuple(a.legs),
                    models=tuple(a.models), workloads=tuple(a.workloads), arms=tuple(a.arms),
                    repeats=a.repeats, resume=a.resume, retry_failed=a.retry_failed,
@@ -133,7 +138,7 @@ class SweepArgs:
                    wait_lock_s=getattr(a, "wait_lock_s", 0.0), profile=getattr(a, "profile", None),
                    supersede=getattr(a, "supersede", False), prime=getattr(a, "prime", False),
                    design=getattr(a, "design", None), blocks=getattr(a, "blocks", None),
-                   pairs=getattr(a, "pairs", None))
+                   pairs=getattr(a, "pairs", None), series=getattr(a, "series", None))
 
 
 @dataclass(kw_only=True)
@@ -206,6 +211,8 @@ def resolve_envs(sc: Scenario, leg_names: list[str], model_names: list[str], arm
 def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
     sc_file = scenario_path(args.scenario)
     sc = load_scenario(sc_file)
+    if args.series is not None:
+        sc = sc.model_copy(update={"series": args.series})
     legs = _pick(sc.legs, args.legs, "leg", sc_file)
     models = _pick([m.name for m in sc.models], args.models, "model", sc_file)
     arms = _pick([a.name for a in sc.arms], args.arms, "arm", sc_file)
