@@ -191,3 +191,10 @@ def test_paired_and_serial_modes_agree_when_pairing_only_removes_noise(tmp_path)
     assert row.paired.n_old == 12 and row.serial.n_old == 4
     assert row.low < 1 < row.high and 0.95 < row.value < 1.05
     assert "paired ÷ serial" in mode_agreement_md([row])
+
+
+def test_default_margin_by_device_kind():
+    assert sig.default_margin("1x NVIDIA H200 (driver 580.159.04)") == 0.02
+    assert sig.default_margin("8x FAKE-GPU") == 0.02
+    assert sig.default_margin("Intel(R) Xeon(R) Processor (2 cores, avx2+avx512f)") == 0.05
+    assert sig.default_margin(None) == 0.05

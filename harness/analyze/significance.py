@@ -52,8 +52,11 @@ MARGIN_DEFAULT = {"gpu": 0.02, "cpu": 0.05}
 
 def default_margin(device: str | None) -> float:
     """The default margin for a study measured on `device` (a manifest's device string)."""
+    # A manifest names an accelerator by its maker or kind ("1x NVIDIA H200", "8x FAKE-GPU"); a CPU
+    # host by its processor ("Intel(R) Xeon(R) Processor (2 cores, ...)"). Unknown: the wider margin.
     d = (device or "").lower()
-    return MARGIN_DEFAULT["cpu"] if not d or "cpu" in d or "x86" in d else MARGIN_DEFAULT["gpu"]
+    gpu = any(w in d for w in ("nvidia", "gpu", "cuda", "instinct", "radeon", "tpu", "gaudi"))
+    return MARGIN_DEFAULT["gpu"] if gpu else MARGIN_DEFAULT["cpu"]
 
 
 def footnote(alpha: float = ALPHA) -> str:
