@@ -9,7 +9,10 @@ workload) and pooled over every cell of the study (the offsets are assumed alike
     E[MSB] = MSW + n0 · 2 tau^2      (one-way random effects on d, blocks as the groups)
 
 tau^2 is estimated by the method of moments, and bounded above at 95% by the chi-square upper limit of
-E[MSB] (its dfb degrees of freedom) with MSW taken as known (it has many more). The unit is one leg's
+E[MSB] with MSW taken as known (it has many more degrees of freedom). The cells of a study share their
+blocks (one engine per leg measures every workload of a block), and an engine that runs fast runs fast
+on every workload: the cells' block effects are correlated, so the upper limit takes the degrees of
+freedom of one cell (blocks - 1), not their sum over cells. The unit is one leg's
 engine instance; the bound is what a study declares as `engine_sd` in study.yaml, with its source.
 """
 
@@ -63,6 +66,7 @@ def estimate(cells: dict[tuple[str, str], dict[int, list[float]]], *, confidence
     dfw = dfb = 0
     n0_num = n0_den = 0.0
     n_cells = n_blocks = n_pairs = 0
+    df_one = 0   # blocks - 1 of the cell with the most blocks: the cells share blocks (see above)
     for blocks in cells.values():
         bl = [np.asarray(b, dtype=float) for b in blocks.values() if len(b)]
         if len(bl) < 2:
@@ -77,12 +81,13 @@ def estimate(cells: dict[tuple[str, str], dict[int, list[float]]], *, confidence
         n0_num += len(allv) - float((sizes ** 2).sum()) / len(allv)
         n0_den += len(bl) - 1
         n_cells, n_blocks, n_pairs = n_cells + 1, n_blocks + len(bl), n_pairs + len(allv)
+        df_one = max(df_one, len(bl) - 1)
     if dfb == 0 or dfw == 0:
         return EngineVariance(cells=n_cells, blocks=n_blocks, pairs=n_pairs, pair_sd=None, engine_sd=None,
                               engine_sd_upper=None)
     msw, msb, n0 = ssw / dfw, ssb / dfb, n0_num / n0_den
     tau2 = max(0.0, (msb - msw) / n0) / 2
-    upper_msb = dfb * msb / float(sps.chi2.ppf(1 - confidence, dfb))
+    upper_msb = df_one * msb / float(sps.chi2.ppf(1 - confidence, df_one))
     tau2_up = max(0.0, (upper_msb - msw) / n0) / 2
     return EngineVariance(cells=n_cells, blocks=n_blocks, pairs=n_pairs, pair_sd=math.sqrt(msw),
                           engine_sd=math.sqrt(tau2), engine_sd_upper=math.sqrt(tau2_up))

@@ -219,7 +219,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sigma", type=float, default=0.04, help="per-pass log sd, each side")
     p.add_argument("--bound", type=float, default=0.01, help="the rule's engine_sd bound")
+    p.add_argument("--study", help="take sigma (pair sd / sqrt 2) and the bound (the engine sd's 95%% upper bound) "
+                                   "from this paired study's records, old leg then new: --study DIR OLD NEW",
+                   nargs=3, metavar=("DIR", "OLD", "NEW"))
     a = p.parse_args(argv)
+    if a.study:
+        from harness.analyze.dataset import load
+        from harness.analyze.engine_variance import engine_variance, engine_variance_md
+
+        ev = engine_variance(load(a.study[0]), a.study[1], a.study[2])
+        if ev.pair_sd is None or ev.engine_sd_upper is None:
+            p.error(f"{a.study[0]}: no engine variance to take ({ev.cells} cells with two blocks)")
+        a.sigma, a.bound = ev.pair_sd / math.sqrt(2), max(ev.engine_sd_upper, 1e-4)
+        print(f"sizes from {a.study[0]}: " + engine_variance_md(ev))
     rows = fpr_grid(a.sigma, a.bound, reps=a.reps, seed=a.seed)
     print(f"## False difference rate, paired design (sigma {a.sigma}, bound {a.bound})\n")
     print(_md(rows))
