@@ -40,6 +40,10 @@ setup: $(VENV)/.installed
 # A sweep that recorded failed runs (exit 3) still gets its tables and report, which attribute the
 # failures; make main then ends with that status, so a script sees it.
 MAIN_SCENARIO ?= $(STUDY)
+# The paired, interleaved design (docs/paired.md): per engine block one engine per leg, both resident,
+# timed passes alternating A B / B A; three blocks of four rounds (results/cpu-tiny-paired: on this kind of
+# host an engine instance has a speed of its own, so two blocks decide nothing). MAIN_DESIGN= measures serially.
+MAIN_DESIGN ?= --design paired --blocks 3 --pairs 4
 ifndef MAIN_STUDY
 MAIN_STUDY := local-$(shell hostname | tr -c 'A-Za-z0-9.\n-' '_')-$(shell date +%Y%m%d-%H%M)
 endif
@@ -48,7 +52,7 @@ main: setup
 	    if [ -n "$$(find results/$(MAIN_STUDY)/runs -name results.json 2>/dev/null | head -1)" ]; then \
 	    echo "make main: results/$(MAIN_STUDY) already holds records; set MAIN_STUDY to a new folder" >&2; exit 2; fi;; esac
 	$(PY) -m harness tiny-model
-	@set -x; $(PY) -m harness sweep $(MAIN_SCENARIO) --study $(MAIN_STUDY) $(SWEEP_ARGS); rc=$$?; \
+	@set -x; $(PY) -m harness sweep $(MAIN_SCENARIO) --study $(MAIN_STUDY) $(MAIN_DESIGN) $(SWEEP_ARGS); rc=$$?; \
 	    [ $$rc -eq 0 ] || [ $$rc -eq 3 ] || exit $$rc; \
 	    $(PY) -m harness tables results/$(MAIN_STUDY) && $(PY) -m harness report results/$(MAIN_STUDY) || exit $$?; \
 	    { set +x; } 2>/dev/null; \
