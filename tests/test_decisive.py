@@ -198,3 +198,12 @@ def test_default_margin_by_device_kind():
     assert sig.default_margin("8x FAKE-GPU") == 0.02
     assert sig.default_margin("Intel(R) Xeon(R) Processor (2 cores, avx2+avx512f)") == 0.05
     assert sig.default_margin(None) == 0.05
+
+
+def test_a_cell_decided_alone_but_not_across_the_table_says_so():
+    from dataclasses import replace as _replace
+
+    alone = ratio([1.0, 1.01, 0.99], [1.08, 1.09, 1.07], margin=0.05)
+    assert alone.verdict == "faster"
+    demoted = _replace(alone, verdict="undecided")
+    assert fmt_verdict(demoted) == "undecided across the table (faster alone)"

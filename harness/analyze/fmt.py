@@ -39,6 +39,10 @@ def fmt_verdict(r: Ratio) -> str:
     if r.verdict == "equivalent" and r.margin is not None:
         return f"equivalent within ±{r.margin:.0%}"
     if r.verdict == "undecided":
+        if r.test is not None and r.test.verdict in ("faster", "slower", "equivalent"):
+            # Decided alone, not once the table's cells are decided together (false discovery rate).
+            alone = r.test.verdict + (f" within ±{r.margin:.0%}" if r.test.verdict == "equivalent" and r.margin else "")
+            return f"undecided across the table ({alone} alone)"
         unit = {"repeat": "repeats per side", "pair": "pairs", "engine block": "engine blocks"}.get(r.unit, r.unit)
         return f"undecided (~{r.needs} {unit} would likely decide)" if r.needs else "undecided"
     return MISSING if r.verdict == "missing" else r.verdict
