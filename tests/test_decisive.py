@@ -116,6 +116,26 @@ def test_nested_ratio_and_its_printed_verdict():
     assert fmt_verdict(eq) == "equivalent within ±2%"
 
 
+LEGS2 = [("cpu-a", "0.27"), ("cpu-b", "0.32")]
+
+
+def write_paired(study, rng, *, gain: float, noise: float, series: str, blocks: int = 2, pairs: int = 6) -> None:
+    """FAKE records of the paired design: LEGS2, the new leg `gain` times as fast, a host that moves
+    3% from round to round (shared by the pair) and `noise` per pass."""
+    from tests.studygen import record_dict, write_run
+
+    for block in range(1, blocks + 1):
+        host = rng.normal(0, 0.03, pairs)
+        for (leg, label), g in zip(LEGS2, (1.0, gain)):
+            passes = [{"round": k + 1, "position": k % 2, "started_at": 1.0, "ended_at": 2.0, "seconds": 1.0,
+                       "value": 1000 * g * math.exp(host[k] + rng.normal(0, noise))} for k in range(pairs)]
+            write_run(study, record_dict(leg=leg, leg_label=label, repeat=block, series=series,
+                                         value=float(np.median([p["value"] for p in passes])),
+                                         manifest={"device": "x86_64 FAKE-CPU"},
+                                         paired={"block": block, "blocks": blocks, "pairs": pairs, "passes": passes,
+                                                 "legs": [a for a, _ in LEGS2]}))
+
+
 def test_a_paired_study_is_decided_by_the_nested_rule(tmp_path):
     # FAKE records of the paired design: two legs, two engine blocks of six rounds, the new leg 8% faster.
     from harness.analyze import tables
@@ -123,20 +143,8 @@ def test_a_paired_study_is_decided_by_the_nested_rule(tmp_path):
     from harness.analyze.dataset import load
     from tests.studygen import record_dict, write_run, write_study_yaml
 
-    legs = [("cpu-a", "0.27"), ("cpu-b", "0.32")]
-    write_study_yaml(tmp_path, legs, engine_sd=0.005, margin=0.05)
-    rng = np.random.default_rng(4)
-    for block in (1, 2):
-        host = rng.normal(0, 0.03, 6)
-        for (leg, label), gain in zip(legs, (1.0, 1.08)):
-            passes = [{"round": k + 1, "position": k % 2, "started_at": 1.0, "ended_at": 2.0, "seconds": 1.0,
-                       "value": 1000 * gain * math.exp(host[k] + rng.normal(0, 0.005))} for k in range(6)]
-            vals = sorted(p["value"] for p in passes)
-            rec = record_dict(leg=leg, leg_label=label, repeat=block, value=(vals[2] + vals[3]) / 2,
-                              manifest={"device": "x86_64 FAKE-CPU"},
-                              paired={"block": block, "blocks": 2, "pairs": 6, "legs": [a for a, _ in legs],
-                                      "passes": passes})
-            write_run(tmp_path, rec)
+    write_study_yaml(tmp_path, LEGS2, engine_sd=0.005, margin=0.05)
+    write_paired(tmp_path, np.random.default_rng(4), gain=1.08, noise=0.005, series="main")
     t = tables.throughput(canonicalize(load(tmp_path)))
     row = t.display.iloc[0]
     col = [c for c in t.display.columns if c.endswith("verdict")][0]
@@ -171,20 +179,11 @@ def test_paired_and_serial_modes_agree_when_pairing_only_removes_noise(tmp_path)
     from harness.analyze.modes import mode_agreement, mode_agreement_md
     from tests.studygen import record_dict, write_run, write_study_yaml
 
-    legs = [("cpu-a", "0.27"), ("cpu-b", "0.32")]
-    write_study_yaml(tmp_path, legs, engine_sd=0.005, main_series="paired")
+    write_study_yaml(tmp_path, LEGS2, engine_sd=0.005, main_series="paired")
     rng = np.random.default_rng(8)
-    for block in (1, 2):
-        host = rng.normal(0, 0.03, 6)
-        for (leg, label), gain in zip(legs, (1.0, 1.05)):
-            passes = [{"round": k + 1, "position": k % 2, "started_at": 1.0, "ended_at": 2.0, "seconds": 1.0,
-                       "value": 1000 * gain * math.exp(host[k] + rng.normal(0, 0.004))} for k in range(6)]
-            write_run(tmp_path, record_dict(leg=leg, leg_label=label, repeat=block, series="paired",
-                                            value=float(np.median([p["value"] for p in passes])),
-                                            paired={"block": block, "blocks": 2, "pairs": 6, "passes": passes,
-                                                    "legs": [a for a, _ in legs]}))
+    write_paired(tmp_path, rng, gain=1.05, noise=0.004, series="paired")
     for rep in (1, 2, 3, 4):
-        for (leg, label), gain in zip(legs, (1.0, 1.05)):
+        for (leg, label), gain in zip(LEGS2, (1.0, 1.05)):
             write_run(tmp_path, record_dict(leg=leg, leg_label=label, repeat=rep, series="serial",
                                             value=1000 * gain * math.exp(rng.normal(0, 0.01))))
     (row,) = mode_agreement(load(tmp_path), paired="paired", serial="serial", old="cpu-a", new="cpu-b")
