@@ -141,7 +141,7 @@ def test_a_paired_study_is_decided_by_the_nested_rule(tmp_path):
     from harness.analyze import tables
     from harness.analyze.canonical import canonicalize
     from harness.analyze.dataset import load
-    from tests.studygen import record_dict, write_run, write_study_yaml
+    from tests.studygen import write_study_yaml
 
     write_study_yaml(tmp_path, LEGS2, engine_sd=0.005, margin=0.05)
     write_paired(tmp_path, np.random.default_rng(4), gain=1.08, noise=0.005, series="main")
