@@ -278,20 +278,23 @@ TABLE_RULE = "Benjamini–Hochberg"
 
 def decide_table(tests: Sequence[Test | None], *, alpha: float = ALPHA) -> list[Verdict | None]:
     """The verdicts of a table's cells with its false discovery rate controlled: Benjamini–Hochberg at
-    `alpha` over every tested cell's two hypotheses (no difference: p; not equivalent: p_eq), so the
-    expected share of wrong verdicts among the decided ones is at most alpha. Each cell keeps its own
-    interval; a cell decided alone may read "undecided" here when the table holds many tests. Cells
-    whose test decided nothing to begin with (None, too few repeats, single pass, missing) keep their
-    verdict and do not count as tests. Returns one verdict per test (None for None)."""
+    `alpha` over the tested cells, each cell entering with one p-value, the smaller of its difference p
+    and its equivalence p, and decided by that one. At most one of a cell's two null hypotheses (no
+    difference; a difference of at least the margin) can be true, and a wrong verdict needs the true
+    one's p below the threshold, so the smaller p bounds the cell's error as a p-value would (the
+    simulation checks the table's rate: harness.analyze.simulation.table_fdr). Each cell keeps its own
+    interval; a cell decided alone may read "undecided" here. Cells whose test decided nothing to begin
+    with (None, too few repeats, single pass, missing) keep their verdict and do not count as tests.
+    Returns one verdict per test (None for None)."""
     hyp: list[tuple[float, int, str]] = []
     for i, t in enumerate(tests):
         if t is None or t.verdict not in ("faster", "slower", "equivalent", "undecided"):
             continue
         # On alpha's scale: a rule that tests at a fraction of alpha keeps that fraction in the table.
         scale = alpha / t.level
-        hyp.append((min(1.0, t.p * scale), i, "diff"))
-        if t.p_eq is not None:
-            hyp.append((min(1.0, t.p_eq * scale), i, "eq"))
+        p_diff = min(1.0, t.p * scale)
+        p_eq = min(1.0, t.p_eq * scale) if t.p_eq is not None else 1.0
+        hyp.append((p_diff, i, "diff") if p_diff <= p_eq else (p_eq, i, "eq"))
     order = sorted(hyp)
     m = len(order)
     k = max((j for j, (p, _, _) in enumerate(order, 1) if p <= j / m * alpha), default=0)
