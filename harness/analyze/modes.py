@@ -17,7 +17,7 @@ from harness import workloads
 from harness.analyze.canonical import canonicalize
 from harness.analyze.dataset import Dataset
 from harness.analyze.significance import ALPHA, Test
-from harness.analyze.stats import Ratio, ratio
+from harness.analyze.stats import Ratio
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,20 +29,6 @@ class ModeRow:
     value: float | None          # paired ratio ÷ serial ratio (geometric means)
     low: float | None
     high: float | None
-
-
-def _cell_ratio(canon, old: str, new: str, model: str, workload: str, kind: str, margin: float | None) -> Ratio:
-    from harness.analyze.tables import paired_cell
-
-    metric = workloads.kind(kind).METRIC
-    cells = {(c["leg"], c["model"], c["workload"]): c for c in canon.cells.to_dict("records")}
-    a, b = cells.get((old, model, workload)), cells.get((new, model, workload))
-    if a is None or b is None:
-        return ratio((), (), higher_is_better=metric.higher_is_better)
-    if a.get("pairs") and b.get("pairs"):
-        return paired_cell(a["pairs"], b["pairs"], metric=metric, margin=margin or 0.05,
-                           engine_sd=canon.study.extra.get("engine_sd"))
-    return ratio(a["samples"], b["samples"], higher_is_better=metric.higher_is_better, margin=margin)
 
 
 def _log_point(r: Ratio) -> tuple[float, Test] | None:
@@ -57,16 +43,20 @@ def mode_agreement(ds: Dataset, *, paired: str, serial: str, old: str, new: str,
     """Per (model, workload) measured in both series: the two modes' new-vs-old ratios and their ratio."""
     from scipy import stats as sps
 
-    margin = ds.study.extra.get("margin")
+    from harness.analyze.tables import cell_ratio
+
     cp = canonicalize(ds, series=paired, allow_reused=True)
     cs = canonicalize(ds, series=serial, allow_reused=True)
-    kinds = {(c["model"], c["workload"]): c["kind"] for c in cp.cells.to_dict("records")}
-    both = sorted(set(kinds) & {(c["model"], c["workload"]) for c in cs.cells.to_dict("records")})
+    cells_p = {(c["leg"], c["model"], c["workload"]): c for c in cp.cells.to_dict("records")}
+    cells_s = {(c["leg"], c["model"], c["workload"]): c for c in cs.cells.to_dict("records")}
+    kinds = {(m, w): c["kind"] for (_, m, w), c in cells_p.items()}
+    both = sorted(set(kinds) & {(m, w) for _, m, w in cells_s})
     rows = []
     for model, workload in both:
-        kind = kinds[(model, workload)]
-        rp = _cell_ratio(cp, old, new, model, workload, kind, margin)
-        rs = _cell_ratio(cs, old, new, model, workload, kind, margin)
+        metric = workloads.kind(kinds[(model, workload)]).METRIC
+        # Each mode's ratio exactly as its own table prints it (the paired rule or Welch's).
+        rp = cell_ratio(cp, cells_p.get((old, model, workload)), cells_p.get((new, model, workload)), metric)
+        rs = cell_ratio(cs, cells_s.get((old, model, workload)), cells_s.get((new, model, workload)), metric)
         lp, ls = _log_point(rp), _log_point(rs)
         value = low = high = None
         if lp is not None and ls is not None:

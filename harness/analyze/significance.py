@@ -103,8 +103,7 @@ def welch_log(num: Sequence[float], den: Sequence[float], *, alpha: float = ALPH
         return Test(ratio=r, low=r, high=r, p=1.0, df=float("nan"), verdict="undecided", se=0.0, margin=margin,
                     p_eq=None if margin is None else 1.0, n=n)
     df = float(_df(va, vb, len(a), len(b)))
-    t = _decide(d, se, df, alpha=alpha, margin=margin, n=n, unit="repeat")
-    return t
+    return _decide(d, se, df, alpha=alpha, margin=margin, n=n, unit="repeat")
 
 
 def _decide(m: float, se: float, df: float, *, alpha: float, margin: float | None, n: int, unit: str,

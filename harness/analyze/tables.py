@@ -74,26 +74,23 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
     cells = {(c["leg"], c["model"], c["workload"]): c for c in canon.cells.to_dict("records")}
     pairs = list(zip(legs, legs[1:]))
     margin, margin_source = study_margin(canon)
-    engine_sd = canon.study.extra.get("engine_sd")
+    engine_sd = canon.study.extra.get("engine_sd")   # named in the paired cells' note
     data_rows, disp_rows, any_ci = [], [], False
     ratios_all: list[list[Ratio]] = []
     for r in rows.to_dict("records"):
         model, workload = r["model"], r["workload"]
         d: dict[str, object] = {"model": model, "tp": int(r["tp"]), "workload": workload}
         s: dict[str, object] = {"model": ticked(model), "tp": str(d["tp"]), "workload": workload}
-        samples: dict[str, tuple[float, ...]] = {}
-        passes: dict[str, dict | None] = {}
         for leg, label in legs:
             c = cells.get((leg, model, workload))
-            samples[leg] = tuple(c["samples"]) if c is not None else ()
-            passes[leg] = c.get("pairs") if c is not None else None
             d[label] = float(c["value"]) if c is not None else None
             d[f"{label} n"] = int(c["n"]) if c is not None else 0
             s[label] = fmt(d[label])
         rs = []
         for (old, old_lb), (new, new_lb) in pairs:
             lab = _ratio_label(kind, old_lb, new_lb, short)
-            rt = cell_ratio(canon, cells.get((old, model, workload)), cells.get((new, model, workload)), metric)
+            rt = cell_ratio(canon, cells.get((old, model, workload)), cells.get((new, model, workload)), metric,
+                            margin=margin)
             rs.append(rt)
             any_ci |= rt.low is not None
             d[lab], d[f"{lab} low"], d[f"{lab} high"], d[f"{lab} verdict"] = rt.value, rt.low, rt.high, rt.verdict
@@ -143,11 +140,14 @@ def study_margin(canon: Canonical) -> tuple[float, str]:
     return default_margin(device), f"the {kind.upper()} default"
 
 
-def cell_ratio(canon: Canonical, a: dict | None, b: dict | None, metric: Metric) -> Ratio:
+def cell_ratio(canon: Canonical, a: dict | None, b: dict | None, metric: Metric, *,
+               margin: float | None = None) -> Ratio:
     """The ratio of two canonical cells (old, new) as every table prints it: the paired design's nested
-    rule where both cells hold paired passes, else Welch's rule on their repeats; with the study's margin.
-    A table decides its cells together afterwards (`table_verdicts`)."""
-    margin, _ = study_margin(canon)
+    rule where both cells hold paired passes, else Welch's rule on their repeats; with the study's margin
+    (`study_margin`; a caller that asks for many cells passes it once). A table decides its cells
+    together afterwards (`table_verdicts`)."""
+    if margin is None:
+        margin, _ = study_margin(canon)
     engine_sd = canon.study.extra.get("engine_sd")
     sa, sb = (tuple(a["samples"]) if a is not None else ()), (tuple(b["samples"]) if b is not None else ())
     pa, pb = (a.get("pairs") if a is not None else None), (b.get("pairs") if b is not None else None)

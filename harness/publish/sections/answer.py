@@ -17,7 +17,7 @@ from harness.analyze import rounding
 from harness.analyze.equivalence import DIFFERENT, equivalence_by_step
 from harness.analyze.significance import decide_table
 from harness.analyze.stats import Ratio, band_side
-from harness.analyze.tables import _legs, cell_ratio, ticked
+from harness.analyze.tables import _legs, cell_ratio, study_margin, ticked
 from harness.publish import wording as w
 from harness.publish.claims.base import cells_by_key, table_rows
 from harness.publish.study import Study
@@ -90,6 +90,7 @@ def answer(st: Study) -> Answer:
     answers = {k: v.verdict for k, v in equivalence_by_step(canon.dataset).items()}
     out: list[Cell] = []
     tests: list[tuple[int, Ratio]] = []   # (index in out, its ratio): decided together below
+    margin, _ = study_margin(canon)
     for kind in workloads.KINDS:
         metric = rounding.metric_of(kind)
         printed = rounding.printed_ratios(st.root, kind, labels) if st.transcribed else {}
@@ -103,7 +104,7 @@ def answer(st: Study) -> Answer:
                     out.append(Cell(model=model, workload=workload, kind=kind, step=step, ratio=None, low=None,
                                     high=None, interval=None, verdict="missing", side="missing", note=note))
                     continue
-                rt = cell_ratio(canon, a, b, workloads.kind(kind).METRIC)
+                rt = cell_ratio(canon, a, b, workloads.kind(kind).METRIC, margin=margin)
                 tests.append((len(out), rt))
                 low, high, interval = rt.low, rt.high, "95% Welch-t" if rt.low is not None else None
                 notes = [x for x in (_pinned(att, old, lo, model), _pinned(att, new, ln, model)) if x]
