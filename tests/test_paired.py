@@ -302,3 +302,27 @@ def test_series_flag_names_the_records_series(fake_paired, monkeypatch):
     monkeypatch.setattr(paired, "SETTLE_MAX_S", 0.3)
     res = fake_paired({"fake_pass_s": 0.01}, series="paired-x")
     assert res.records and all(r.series == "paired-x" and r.run_id.startswith("paired-x/") for r in res.records)
+
+
+def _engine_span(res, block: int) -> dict[str, tuple[float, float]]:
+    """Each leg's engine of `block`: (worker start, engine up), from its engine folder's run.jsonl."""
+    out = {}
+    for d in res.study_dir.rglob(f"engine-*-b{block}"):
+        ev = [json.loads(line) for line in (d / "run.jsonl").read_text().splitlines()]
+        t = {e["phase"]: e["t"] for e in ev}
+        out[d.parents[1].name] = (t["worker_start"], t["engine_init_end"])
+    return out
+
+
+def test_cpu_engines_start_side_by_side_and_sleeping_ones_one_at_a_time(fake_paired, monkeypatch):
+    # Without sleep mode the second engine is spawned before the first is up (a block costs one start,
+    # not two); with sleep mode the second starts only after the first is up and asleep.
+    res = fake_paired({"fake_init_s": 1.0}, blocks=1, pairs=1)
+    span = _engine_span(res, 1)
+    assert set(span) == {A, B}
+    assert max(s for s, _ in span.values()) < min(u for _, u in span.values())
+    monkeypatch.setattr(paired, "resolve_sleep", lambda setting, legs: (True, None))
+    res = fake_paired({"fake_init_s": 1.0}, blocks=1, pairs=1, study="sleepy")
+    span = _engine_span(res, 1)
+    first, second = sorted(span.values())
+    assert first[1] <= second[0]

@@ -7,6 +7,7 @@ Behaviour is chosen by the spec's engine_args (they come from the scenario, as i
   fake_crash_round: in this round's first pass, print a traceback and exit 1 (an engine crash)
   fake_hang_round:  in this round's first pass, sleep forever (for the per-command timeout)
   fake_tok_s:       the throughput a pass reports is this / fake_pass_s-scaled (default 1000)
+  fake_init_s:      seconds the engine takes to start (default 0)
   fake_busy_idle:   while idle, burn CPU in a child process (partner_cpu_s must see it)
   fake_only_leg:    the fake_* behaviours above apply only to this leg's engine (its name is in the
                     run id the harness puts in the environment); other legs behave normally
@@ -31,7 +32,7 @@ def main(spec_path: str, reply_fd: int) -> int:
     args = spec["engine_args"]
     only = args.get("fake_only_leg")
     if only and f"/{only}/" not in os.environ.get("HARNESS_RUN_ID", ""):
-        args = {k: v for k, v in args.items() if k in ("fake_pass_s", "fake_tok_s")}
+        args = {k: v for k, v in args.items() if k in ("fake_pass_s", "fake_tok_s", "fake_init_s", "enable_sleep_mode")}
     out = os.fdopen(reply_fd, "w", buffering=1)
     gev = Events(Path(spec["run_dir"]) / "run.jsonl")
     gev("worker_start", mode="commands")
@@ -41,6 +42,7 @@ def main(spec_path: str, reply_fd: int) -> int:
     evs = [Events(Path(i["run_dir"]) / "run.jsonl") for i in items]
     for i in items:
         (Path(i["run_dir"]) / "manifest.json").write_text(json.dumps({"vllm": "fake", "host": "fake"}))
+    time.sleep(float(args.get("fake_init_s", 0)))
     gev("engine_init_end", seconds=0.01)
     passes: dict[int, list[float]] = {}
     first_of_round: set[int] = set()
