@@ -4,7 +4,7 @@ tokens carry the real ids (151643...), so the processor's placeholder ids and co
 `image_token_id` / `video_token_id` agree. Built from the harness's tiny Qwen2-VL-style model (its
 tokenizer, chat template and processor configs); the weights are not copied (vLLM draws them).
 
-Run from the project root: .venv/bin/python results/h200-ablation/tools/make_qwen2_vl_7b.py
+Run from the project root: .venv/bin/python environment/device/make_qwen2_vl_7b.py
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds here, on the development machine, what an H200 lease carries, and prints the device
 # calls that send it. From the project root, after committing (the snapshot is HEAD, not the tree):
-#   results/h200-ablation/tools/pack.sh          wheels checked, four site folders, parts, snapshot
-#   results/h200-ablation/tools/pack.sh --test   the stream, parts and machine-side unpack on a small
+#   environment/device/pack.sh          wheels checked, four site folders, parts, snapshot
+#   environment/device/pack.sh --test   the stream, parts and machine-side unpack on a small
 #                                                stand-in input, here (seconds); nothing under .gpu/
 # Into .gpu/e/ (ignored by git):
 #   c0/   the first call's carry: repo.tgz (HEAD, depth 1, with its .git so each record names the commit;
@@ -15,7 +15,7 @@
 # folder's vllm-0.25.0/0.25.1-wheels.txt, derived; on the fourth lease they resolved as legs there but
 # no engine started on them.
 set -euo pipefail
-here=results/h200-ablation/tools
+here=environment/device
 G=${PACK_DIR:-.gpu}
 E=$G/e
 # The fourth lease carried all four (VERSIONS="0.26.0 0.24.0 0.25.0 0.25.1", DRIVER=drive-e); the
@@ -102,7 +102,7 @@ print_calls() {  # print_calls PART_DIR: the device calls, in order
   echo "On the machine, machine.sh setup unpacks c0 (tar xzf repo.tgz -C /root/repo; tar xzf R-prev.tgz -C /root/R),"
   echo "starts 'machine.sh unpack' (joins p00..p$(printf %02d $((n - 1))) as they arrive, checked against SHA256SUMS:"
   echo "  cat /root/parts/p?? | /root/parts/zstd -dc --long=31 | tar xf - -C /root"
-  echo "and writes /root/site-<v>/.ready per folder) and results/h200-ablation/$DRIVER.sh, both under setsid."
+  echo "and writes /root/site-<v>/.ready per folder) and environment/device/leases/$DRIVER.sh, both under setsid."
   echo "Here, after each watch call: cat FILES_AT/R.tgz.* | tar xzf - -C SOMEWHERE; R/h200-ablation goes to"
   echo "results/h200-ablation, R/bisect to results/bisect; cat FILES_AT/T.tar.* | tar xf - for the traces."
 }
@@ -129,18 +129,18 @@ selftest() {
   local n; n=$(grep -c . "$t/e/SHA256SUMS")
   echo "test: $n parts of at most 64 KiB"
   # The machine's side, with $t/root for /root and the parts arriving one by one, the first one corrupt.
-  mkdir -p "$t/call/.gpu/e" "$t/call/results/h200-ablation/tools"
-  cp "$here/machine.sh" "$t/call/results/h200-ablation/tools/"
-  cp "results/h200-ablation/$DRIVER.sh" "$t/call/results/h200-ablation/"
+  mkdir -p "$t/call/.gpu/e" "$t/call/environment/device/leases"
+  cp "$here/machine.sh" "$t/call/environment/device/"
+  cp "$here/leases/$DRIVER.sh" "$t/call/environment/device/leases/"
   echo "$DRIVER" > "$t/e/c0/DRIVER"
   cp -r "$t/e/c0" "$t/call/.gpu/e/c0"
-  (cd "$t/call" && ROOT="$t/root" NO_DRIVER=1 bash results/h200-ablation/tools/machine.sh setup > /dev/null)
+  (cd "$t/call" && ROOT="$t/root" NO_DRIVER=1 bash environment/device/machine.sh setup > /dev/null)
   head -c 65536 /dev/urandom > "$t/call/.gpu/e/p00"
-  (cd "$t/call" && ROOT="$t/root" bash results/h200-ablation/tools/machine.sh part 00 > /dev/null)
+  (cd "$t/call" && ROOT="$t/root" bash environment/device/machine.sh part 00 > /dev/null)
   sleep 2
   for i in $(seq -f %02g 0 $((n - 1))); do
     cp "$t/e/p$i" "$t/call/.gpu/e/p$i"
-    (cd "$t/call" && ROOT="$t/root" bash results/h200-ablation/tools/machine.sh part "$i" > /dev/null)
+    (cd "$t/call" && ROOT="$t/root" bash environment/device/machine.sh part "$i" > /dev/null)
   done
   for _ in $(seq 30); do grep -q 'all parts unpacked' "$t/root/R/unpack.log" && break; sleep 1; done
   cat "$t/root/R/unpack.log"
@@ -153,7 +153,7 @@ selftest() {
   (ROOT="$t/root" OUT="$t/out" bash "$here/machine.sh" watch 1 > /dev/null)
   tar tzf "$t/out/R.tgz.0" | grep -q '^R/r.txt$'
   print_calls "$t/e" > "$t/calls.txt"
-  test "$(grep -c '"command": "bash results/h200-ablation/tools/machine.sh part' "$t/calls.txt")" = "$n"
+  test "$(grep -c '"command": "bash environment/device/machine.sh part' "$t/calls.txt")" = "$n"
   head -n 4 "$t/calls.txt"
   echo "test: ok (stream, corrupt part sent again, .ready markers, files identical, copy back)"
 }

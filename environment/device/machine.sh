@@ -86,7 +86,7 @@ setup() {
   tar xzf "$P/R-prev.tgz" -C "$ROOT/R" || return 1
   local d; d=$(cat "$c/DRIVER" 2> /dev/null || echo drive-e)
   echo "$d" > "$ROOT/R/.driver"
-  cp "$here/machine.sh" "$here/../$d.sh" "$ROOT/" || return 1
+  cp "$here/machine.sh" "$here/leases/$d.sh" "$ROOT/" || return 1
   stamp > "$ROOT/R/.setup"
   # Each in a session of its own, whose id is its pid (kill -- -PID ends it with its pipeline).
   setsid nohup bash "$ROOT/machine.sh" unpack > "$ROOT/R/unpack.log" 2>&1 < /dev/null &
