@@ -190,6 +190,12 @@ def test_paired_and_serial_modes_agree_when_pairing_only_removes_noise(tmp_path)
     assert row.paired.n_old == 12 and row.serial.n_old == 4
     assert row.low < 1 < row.high and 0.95 < row.value < 1.05
     assert "paired ÷ serial" in mode_agreement_md([row])
+    # `harness tables` writes the same comparison as tables/modes.md and .csv.
+    from harness.analyze.derive import write_study
+    _, written = write_study(tmp_path)
+    modes_md = tmp_path / "derived" / "tables" / "modes.md"
+    assert modes_md in written and "Paired series `paired` against serial series `serial`" in modes_md.read_text()
+    assert f"{row.value:.3f} [{row.low:.3f}, {row.high:.3f}]" in modes_md.read_text()
 
 
 def test_default_margin_by_device_kind():

@@ -10,6 +10,7 @@ from harness.analyze.equivalence import write_equivalence
 from harness.analyze.export import export
 from harness.analyze.failure import failure_table
 from harness.analyze.manifest import manifest_md
+from harness.analyze.modes import write_modes
 from harness.analyze.tables import Table, _write_table, write_tables
 from harness.schema.outdir import output_dir
 
@@ -48,4 +49,5 @@ def derive_into(study_dir: Path, out_dir: Path, *, allow_reused: bool | None = N
         written.append(out_dir / name)
     written += export(canon, out_dir / "export")
     written += write_equivalence(ds, out_dir / "tables")
+    written += write_modes(ds, out_dir / "tables")
     return canon, written

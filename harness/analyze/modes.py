@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from harness import workloads
 from harness.analyze.canonical import canonicalize
@@ -78,3 +79,54 @@ def mode_agreement_md(rows: list[ModeRow]) -> str:
         out.append(f"| `{r.model}` | {r.workload} | {r.paired.label()} ({r.paired.n_old}) | "
                    f"{r.serial.label()} ({r.serial.n_old}/{r.serial.n_new}) | {both} |")
     return "\n".join(out) + "\n"
+
+
+def mode_pairs(ds: Dataset) -> list[tuple[str, str, str, str]]:
+    """(paired series, serial series, old leg, new leg) for every paired-design series of the study and
+    every serial series beside it that measured the same two legs (study.yaml's leg order: old first)."""
+    recs = ds.records
+    if recs.empty or "paired_block" not in recs:
+        return []
+    is_paired = recs["paired_block"].notna()
+    order = [leg.name for leg in ds.study.legs] if ds.study.legs else sorted(recs["leg"].unique())
+    out = []
+    for ps in sorted(recs.loc[is_paired, "series"].unique()):
+        legs_p = set(recs.loc[recs["series"] == ps, "leg"])
+        for ss in sorted(recs.loc[~is_paired, "series"].unique()):
+            legs = [ln for ln in order if ln in legs_p & set(recs.loc[recs["series"] == ss, "leg"])]
+            if len(legs) == 2:
+                out.append((ps, ss, legs[0], legs[1]))
+    return out
+
+
+def write_modes(ds: Dataset, out_dir: Path) -> list[Path]:
+    """tables/modes.md and .csv: each paired series against each serial series of the same two legs
+    (none when the study has no such pair of series)."""
+    import pandas as pd
+
+    blocks, rows_csv = [], []
+    for ps, ss, old, new in mode_pairs(ds):
+        rows = mode_agreement(ds, paired=ps, serial=ss, old=old, new=new)
+        if not rows:
+            continue
+        blocks.append(f"### Paired series `{ps}` against serial series `{ss}` ({new} vs {old})\n\n"
+                      + mode_agreement_md(rows))
+        for r in rows:
+            rows_csv.append({"paired_series": ps, "serial_series": ss, "old": old, "new": new, "model": r.model,
+                             "workload": r.workload, "paired": r.paired.value, "paired_low": r.paired.low,
+                             "paired_high": r.paired.high, "paired_verdict": r.paired.verdict,
+                             "serial": r.serial.value, "serial_low": r.serial.low, "serial_high": r.serial.high,
+                             "serial_verdict": r.serial.verdict, "ratio": r.value, "low": r.low, "high": r.high})
+    if not blocks:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    note = ("_Each mode's ratio (new vs old, above 1 the newer leg is faster) and verdict as its own table "
+            "computes it (paired: the nested rule over engine blocks; serial: Welch's t over repeats), each "
+            "cell alone (no table-wide control here); paired ÷ serial is their ratio with a Welch–"
+            "Satterthwaite 95% interval (harness.analyze.modes). An interval that holds 1.00 means the two "
+            "modes agree within it._\n")
+    md, csv = out_dir / "modes.md", out_dir / "modes.csv"
+    md.write_text("## Does the paired design change any number?\n\n" + "\n".join(blocks) + "\n" + note,
+                  encoding="utf-8")
+    pd.DataFrame(rows_csv).to_csv(csv, index=False)
+    return [md, csv]
