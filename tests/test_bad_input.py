@@ -28,7 +28,7 @@ from harness.core.errors import UserError
 from harness.schema import record
 
 ROOT = paths.PROJ_ROOT
-STUDY = ROOT / "results" / "cpu-tiny"   # a shipped study, copied (never written) by the cases below
+STUDY = ROOT / "results" / "cpu-tiny-serial"   # a shipped study, copied (never written) by the cases below
 
 BASE = {
     "name": "t",

@@ -184,7 +184,7 @@ def test_fake_alternating_legs_under_the_same_trend_are_no_fixed_order(tmp_path)
 def test_the_shipped_fixed_order_study_gets_the_limitation_and_the_alternating_one_does_not():
     from harness.publish.sections.limitations import limitations
 
-    flagged = [x for x in limitations(load_study(paths.RESULTS / "cpu-tiny")) if x.startswith("**Legs in a fixed")]
+    flagged = [x for x in limitations(load_study(paths.RESULTS / "cpu-tiny-serial")) if x.startswith("**Legs in a fixed")]
     assert len(flagged) == 1 and "favours 0.32" in flagged[0]
     assert not [x for x in limitations(load_study(paths.RESULTS / "h200-ablation"))
                 if x.startswith("**Legs in a fixed")]

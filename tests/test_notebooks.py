@@ -234,12 +234,12 @@ def test_decode_share_of_the_multimodal_study_is_measured_and_its_order_not_over
         assert "is read from the repeat noise and is no evidence either way" in last
 
 
-@pytest.mark.skipif(not study_has_runs("cpu-tiny"), reason="results/cpu-tiny not measured yet")
+@pytest.mark.skipif(not study_has_runs("cpu-tiny-serial"), reason="results/cpu-tiny-serial not measured yet")
 @pytest.mark.parametrize("allow_reused", [None, True])
 def test_cpu_tiny_dispersion_variant(tmp_path, allow_reused):
-    nb = execute("dispersion", tmp_path, results_dir="results/cpu-tiny", allow_reused=allow_reused)
+    nb = execute("dispersion", tmp_path, results_dir="results/cpu-tiny-serial", allow_reused=allow_reused)
     text = text_of(nb)
-    canons = dispersion.canonical_all(load(paths.RESULTS / "cpu-tiny"), allow_reused=allow_reused)
+    canons = dispersion.canonical_all(load(paths.RESULTS / "cpu-tiny-serial"), allow_reused=allow_reused)
     disp, ratios = dispersion.dispersion_frame(canons), dispersion.ratio_frame(canons)
     assert f"{len(disp)} canonical cells, {int((disp['n'] > 1).sum())} with repeats; {len(ratios)} ratios" in text
     assert all(figures_drawn(nb).values())

@@ -116,7 +116,7 @@ def _cpu_tiny_with_bisect(tmp_path: Path, edit_step=None) -> tuple[Path, dict]:
     import json
 
     d = tmp_path / "results" / "cpu-tiny"
-    shutil.copytree(paths.RESULTS / "cpu-tiny", d, ignore=shutil.ignore_patterns("report", "notes", "derived"))
+    shutil.copytree(paths.RESULTS / "cpu-tiny-serial", d, ignore=shutil.ignore_patterns("report", "notes", "derived"))
     src = paths.RESULTS / "bisect" / "cpu-tiny--cpu-0.27.1--cpu-0.32.0--tiny-llama--mixed.json"
     (tmp_path / "results" / "bisect").mkdir()
     rec = json.loads(src.read_text())

@@ -493,7 +493,7 @@ def test_a_bisect_shows_only_in_the_reports_of_its_own_model():
     the leg's stack) show in both."""
     from harness.publish.sections.diagnostics import side_records_md
 
-    tiny = side_records_md(load_study(paths.RESULTS / "cpu-tiny"))
+    tiny = side_records_md(load_study(paths.RESULTS / "cpu-tiny-serial"))
     mm = side_records_md(load_study(paths.RESULTS / "cpu-tiny-mm"))
     assert "Bisect: cpu-tiny / tiny-llama / mixed" in tiny
     assert "Bisect:" not in mm and "Dependency window" in mm

@@ -22,7 +22,7 @@ from harness.schema import output_marker
 from harness.schema.outdir import FOLDER_MARKER, output_dir, output_file
 from tests.test_bad_input import harness, one_line_error, snapshot
 
-TINY = paths.RESULTS / "cpu-tiny"
+TINY = paths.RESULTS / "cpu-tiny-serial"
 PROFILE = paths.RESULTS / "cpu-profile"
 PROFILE_ARGS = ["--model", "tiny-llama", "--workload", "mixed", "--legs", "cpu-0.27.1", "cpu-0.32.0"]
 

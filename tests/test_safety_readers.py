@@ -223,8 +223,8 @@ def test_equivalence_names_the_bad_record(tmp_path, capsys):
 
 def test_compare_studies_names_the_bad_record(tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
-    shutil.copytree(RESULTS / "cpu-tiny", a)
-    shutil.copytree(RESULTS / "cpu-tiny", b)
+    shutil.copytree(RESULTS / "cpu-tiny-serial", a)
+    shutil.copytree(RESULTS / "cpu-tiny-serial", b)
     bad = next(p for p in sorted((b / "runs").rglob("results.json"))
                if json.loads(p.read_text())["metrics"].get("throughput_tok_s"))
     _metric(float("inf"))(bad)
@@ -266,7 +266,7 @@ def test_equivalence_of_a_leg_with_itself_by_name_and_label(tmp_path, capsys):
 
 def test_compare_studies_of_one_folder_spelt_two_ways(tmp_path, capsys):
     study = tmp_path / "a"
-    shutil.copytree(RESULTS / "cpu-tiny", study)
+    shutil.copytree(RESULTS / "cpu-tiny-serial", study)
     before = snapshot(tmp_path)
     rc, _, err = _run(capsys, "compare-studies", study, tmp_path / "x" / ".." / "a")
     one_line_error(rc, err, [str(study.resolve()), "same study twice"])
@@ -275,7 +275,7 @@ def test_compare_studies_of_one_folder_spelt_two_ways(tmp_path, capsys):
 
 def test_compare_studies_sharing_no_cell(tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
-    shutil.copytree(RESULTS / "cpu-tiny", a)
+    shutil.copytree(RESULTS / "cpu-tiny-serial", a)
     shutil.copytree(RESULTS / "cpu-tiny-mm", b)
     before = snapshot(tmp_path)
     rc, out, err = _run(capsys, "compare-studies", a, b)

@@ -362,7 +362,7 @@ def log_sd(*samples: Sequence[float]) -> float | None:
 
 # --- the simulation --------------------------------------------------------------------------------
 
-SPREAD_STUDIES = {"H200": ("results/h200",), "CPU": ("results/cpu-tiny", "results/cpu-repeat")}
+SPREAD_STUDIES = {"H200": ("results/h200",), "CPU": ("results/cpu-tiny-serial", "results/cpu-repeat")}
 NS = (2, 3, 5, 10)
 EFFECTS = (0.02, 0.05, 0.10)
 
