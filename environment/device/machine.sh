@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The H200 machine's side of a lease; c0/DRIVER names its driver (drive-e on the fourth lease, drive-f
-# on the fifth). Each device call that pack.sh prints runs one subcommand,
+# The H200 machine's side of a lease. The driver is drive.sh running c0/PLAN (c0/SITES, c0/BUDGET beside
+# it); a lease packed before drive.sh existed names its own script in leases/ by c0/DRIVER instead.
+# Each device call that pack.sh prints runs one subcommand,
 # from the call's copy of the working tree (where this file travels):
 #   setup      carry .gpu/e/c0: unpack the project snapshot to $ROOT/repo and the study's earlier records
-#              to $ROOT/R, then start `unpack` and ../<DRIVER>.sh, each under setsid so that they outlive
+#              to $ROOT/R, then start `unpack` and the driver, each under setsid so that they outlive
 #              the call. Refused if this machine was set up already (a second driver would measure beside
 #              the first).
 #   part NN    carry .gpu/e/pNN: hand part NN to the unpacker (copied, then marked complete).
@@ -84,9 +85,17 @@ setup() {
   "$P/zstd" --version || echo "the carried zstd does not run here; using: $(command -v zstd || echo none)"
   rm -rf "$ROOT/repo" && mkdir -p "$ROOT/repo" && tar xzf "$P/repo.tgz" -C "$ROOT/repo" || return 1
   tar xzf "$P/R-prev.tgz" -C "$ROOT/R" || return 1
-  local d; d=$(cat "$c/DRIVER" 2> /dev/null || echo drive-e)
+  local d
+  if [ -e "$c/PLAN" ]; then
+    d=drive  # the one driver, running c0/PLAN (see drive.sh)
+    cp "$here/drive.sh" "$ROOT/" || return 1
+  else
+    # A lease from before drive.sh: c0/DRIVER names its own script in leases/.
+    d=$(cat "$c/DRIVER" 2> /dev/null || echo drive-e)
+    cp "$here/leases/$d.sh" "$ROOT/" || return 1
+  fi
   echo "$d" > "$ROOT/R/.driver"
-  cp "$here/machine.sh" "$here/leases/$d.sh" "$ROOT/" || return 1
+  cp "$here/machine.sh" "$ROOT/" || return 1
   stamp > "$ROOT/R/.setup"
   # Each in a session of its own, whose id is its pid (kill -- -PID ends it with its pipeline).
   setsid nohup bash "$ROOT/machine.sh" unpack > "$ROOT/R/unpack.log" 2>&1 < /dev/null &

@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
 # Builds here, on the development machine, what an H200 lease carries, and prints the device
 # calls that send it. From the project root, after committing (the snapshot is HEAD, not the tree):
-#   environment/device/pack.sh          wheels checked, four site folders, parts, snapshot
-#   environment/device/pack.sh --test   the stream, parts and machine-side unpack on a small
-#                                                stand-in input, here (seconds); nothing under .gpu/
+#   PLAN=FILE [VERSIONS="0.26.0 0.24.0"] [BUDGET=1500] [PREV=STUDY] [DROP=...] environment/device/pack.sh
+#   environment/device/pack.sh --test   the stream, parts, machine-side unpack and the driver running a
+#                                       plan, on a small stand-in input, here, offline (seconds)
+# The arguments (docs/device.md):
+#   PLAN      the lease's stages, one a line: NAME COMMAND... (drive.sh runs them in order on the machine,
+#             in the project snapshot, with /root/R as the results folder: `--results /root/R`). A study
+#             keeps its plan as the exact command lines it was measured with.
+#   VERSIONS  the vLLM site folders to carry, in stream order (the first one is ready first, and is
+#             the driver's PYTHONPATH); each built from its verified wheel list
+#   BUDGET    seconds after the first stage began from which the driver starts no further stage
+#   PREV      a study under results/ whose records travel too (for --resume), default none
+#   DROP      files or folders (relative to each site folder) left out of the stream
+#   DRIVER    only for re-running a lease packed before drive.sh: its own script in leases/
 # Into .gpu/e/ (ignored by git):
 #   c0/   the first call's carry: repo.tgz (HEAD, depth 1, with its .git so each record names the commit;
-#         without results/), R-prev.tgz (the study's records, for --resume: per-run repeat 1, crosscheck
-#         repeat 1), zstd (the machine has none) and SHA256SUMS of the parts
-#   pNN   one zstd --long=31 stream of one tar of the site folders 0.26.0, 0.24.0, 0.25.0, 0.25.1 in that
-#         order (phase F needs the first two; the 0.25 folders share most files with 0.24.0, and the
-#         long window finds them), cut into parts that fit a call beside the working tree (56 MiB at most: PART_MAX_MIB)
+#         without results/), R-prev.tgz (PREV's records), PLAN, SITES, BUDGET, zstd (the machine has
+#         none) and SHA256SUMS of the parts
+#   pNN   one zstd --long=31 stream of one tar of the site folders in VERSIONS order (folders that share
+#         most files, like 0.24.0 and 0.25.x, compress together in the long window), cut into parts that
+#         fit a call beside the working tree (56 MiB at most: PART_MAX_MIB). A working tree of a few MiB
+#         (results/ moved out of the checkout for the lease) leaves room for 56 MiB parts: two legs'
+#         site folders (212 MiB) then travel in five calls, about one minute.
 # Wheel lists: ../shared/gpu/vllm-0.24.0-wheels.txt and vllm-gpu-wheels.txt (0.26.0), verified; this
 # folder's vllm-0.25.0/0.25.1-wheels.txt, derived; on the fourth lease they resolved as legs there but
 # no engine started on them.
@@ -18,16 +30,15 @@ set -euo pipefail
 here=environment/device
 G=${PACK_DIR:-.gpu}
 E=$G/e
-# The fourth lease carried all four (VERSIONS="0.26.0 0.24.0 0.25.0 0.25.1", DRIVER=drive-e); the
-# fifth only the endpoint legs.
 VERSIONS=${VERSIONS:-0.26.0 0.24.0}
-DRIVER=${DRIVER:-drive-f}
-# The h200-paired lease (DRIVER=drive-p) measured a study of its own: PREV= (empty) carries no earlier
-# records. DROP: files or folders (relative to each site folder) left out of the stream, so that it
-# needs fewer calls; that lease left out vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so (FlashAttention 2;
-# on Hopper vLLM runs FA3, and its loader treats a missing FA2 as unavailable), vllm/vllm-rs (the Rust
-# frontend binary of `vllm serve`) and vllm/third_party/fmha_sm100 (Blackwell kernels' sources).
-PREV=${PREV-h200-ablation}
+PLAN=${PLAN:-}
+BUDGET=${BUDGET:-1500}
+DRIVER=${DRIVER:-}
+# The h200-paired and h200-modes leases left out vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so
+# (FlashAttention 2; on Hopper vLLM runs FA3, and its loader treats a missing FA2 as unavailable),
+# vllm/vllm-rs (the Rust frontend binary of `vllm serve`) and vllm/third_party/fmha_sm100 (Blackwell
+# kernels' sources): 212 MiB of stream for two legs instead of 313.
+PREV=${PREV-}
 DROP=${DROP:-}
 TREE_LIMIT_MIB=64
 PLAT="--platform manylinux_2_31_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64
@@ -95,23 +106,23 @@ print_calls() {  # print_calls PART_DIR: the device calls, in order
   for i in $(seq -f %02g 0 $((n - 1))); do
     echo "{\"command\": \"bash $here/machine.sh part $i\", \"carry\": [\".gpu/e/p$i\"], \"timeout_s\": 60}"
   done
-  echo "then, until the driver logs '$DRIVER done' or the time is spent (each copies /root/R back as R.tgz.N,"
+  echo "then, until the driver logs 'drive done' or the time is spent (each copies /root/R back as R.tgz.N,"
   echo "and the kernel traces once as T.tar.N; make the last one end before the budget does):"
   echo "{\"command\": \"bash $here/machine.sh watch 560\", \"timeout_s\": 600}"
   echo
   echo "On the machine, machine.sh setup unpacks c0 (tar xzf repo.tgz -C /root/repo; tar xzf R-prev.tgz -C /root/R),"
   echo "starts 'machine.sh unpack' (joins p00..p$(printf %02d $((n - 1))) as they arrive, checked against SHA256SUMS:"
   echo "  cat /root/parts/p?? | /root/parts/zstd -dc --long=31 | tar xf - -C /root"
-  echo "and writes /root/site-<v>/.ready per folder) and environment/device/leases/$DRIVER.sh, both under setsid."
-  echo "Here, after each watch call: cat FILES_AT/R.tgz.* | tar xzf - -C SOMEWHERE; R/h200-ablation goes to"
-  echo "results/h200-ablation, R/bisect to results/bisect; cat FILES_AT/T.tar.* | tar xf - for the traces."
+  echo "and writes /root/site-<v>/.ready per folder) and environment/device/drive.sh (running PLAN), both under setsid."
+  echo "Here, after each watch call: cat FILES_AT/R.tgz.* | tar xzf - -C SOMEWHERE; R/<study> goes to"
+  echo "results/<study> with the plan and logs; cat FILES_AT/T.tar.* | tar xf - for the traces."
 }
 
 selftest() {
   TEST_DIR=$(mktemp -d)
   local t=$TEST_DIR
   # The unpacker this test starts runs in a session of its own: end that session, then remove the files.
-  trap 'p=$(cat "$TEST_DIR/root/R/unpack.pid" 2> /dev/null) && kill -- -"$p" 2> /dev/null; rm -rf "$TEST_DIR"' EXIT
+  trap 'p=$(cat "$TEST_DIR/root/R/unpack.pid" 2> /dev/null) && kill -- -"$p" 2> /dev/null || true; rm -rf "$TEST_DIR"' EXIT
   # Stand-in site folders: shared and own files, as the real ones share most of theirs.
   head -c 300000 /dev/urandom > "$t/shared.bin"
   for v in 0.26.0 0.24.0; do
@@ -130,11 +141,15 @@ selftest() {
   echo "test: $n parts of at most 64 KiB"
   # The machine's side, with $t/root for /root and the parts arriving one by one, the first one corrupt.
   mkdir -p "$t/call/.gpu/e" "$t/call/environment/device/leases"
-  cp "$here/machine.sh" "$t/call/environment/device/"
-  cp "$here/leases/$DRIVER.sh" "$t/call/environment/device/leases/"
-  echo "$DRIVER" > "$t/e/c0/DRIVER"
+  cp "$here/machine.sh" "$here/drive.sh" "$t/call/environment/device/"
+  # A plan of plain commands: the driver waits for both site folders, runs the stages in order in the
+  # project snapshot, logs each one's exit, and starts none once the budget is spent.
+  printf '# a test plan\nfirst cat r.txt\n\nsecond sh -c "echo two; exit 3"\nthird false\nlast sleep 3\nnever echo no\n' \
+    > "$t/e/c0/PLAN"
+  echo "0.26.0 0.24.0" > "$t/e/c0/SITES"
+  echo 2 > "$t/e/c0/BUDGET"
   cp -r "$t/e/c0" "$t/call/.gpu/e/c0"
-  (cd "$t/call" && ROOT="$t/root" NO_DRIVER=1 bash environment/device/machine.sh setup > /dev/null)
+  (cd "$t/call" && ROOT="$t/root" bash environment/device/machine.sh setup > /dev/null)
   head -c 65536 /dev/urandom > "$t/call/.gpu/e/p00"
   (cd "$t/call" && ROOT="$t/root" bash environment/device/machine.sh part 00 > /dev/null)
   sleep 2
@@ -149,13 +164,18 @@ selftest() {
     test -e "$t/root/site-$v/.ready"
     diff -r --exclude=.ready "$t/site/site-$v" "$t/root/site-$v"
   done
-  echo "2026-01-01T00:00:00Z $DRIVER done" > "$t/root/R/drive.log"
-  (ROOT="$t/root" OUT="$t/out" bash "$here/machine.sh" watch 1 > /dev/null)
+  (ROOT="$t/root" OUT="$t/out" bash "$here/machine.sh" watch 30 > /dev/null)
+  cat "$t/root/R/drive.log"
+  grep -q 'drive done$' "$t/root/R/drive.log"
+  grep -q 'first rc=0$' "$t/root/R/drive.log" && grep -qx r "$t/root/R/first.log"
+  grep -q 'second rc=3 (finished, some runs not ok)$' "$t/root/R/drive.log" && grep -qx two "$t/root/R/second.log"
+  grep -q 'third rc=1 STOPPED$' "$t/root/R/drive.log"
+  grep -q 'never: not started (the budget of 2 s is spent)$' "$t/root/R/drive.log"
   tar tzf "$t/out/R.tgz.0" | grep -q '^R/r.txt$'
   print_calls "$t/e" > "$t/calls.txt"
   test "$(grep -c '"command": "bash environment/device/machine.sh part' "$t/calls.txt")" = "$n"
   head -n 4 "$t/calls.txt"
-  echo "test: ok (stream, corrupt part sent again, .ready markers, files identical, copy back)"
+  echo "test: ok (stream, corrupt part sent again, .ready markers, files identical, the plan's stages and budget, copy back)"
 }
 
 if [ "${1:-}" = "--test" ]; then
@@ -163,6 +183,14 @@ if [ "${1:-}" = "--test" ]; then
   exit 0
 fi
 
+if [ -z "$PLAN" ] && [ -z "$DRIVER" ]; then
+  echo "pack.sh: PLAN=FILE names the lease's stages (docs/device.md)" >&2
+  exit 2
+fi
+if [ -n "$PLAN" ] && [ ! -f "$PLAN" ]; then
+  echo "pack.sh: PLAN $PLAN: no such file" >&2
+  exit 2
+fi
 tree=$(tree_mib)
 part=$((TREE_LIMIT_MIB - tree - 2))
 # Bytes per call are what costs time (tree + part), so the larger the part, the fewer the calls; a call
@@ -202,16 +230,24 @@ done
 # shellcheck disable=SC2086
 stream "$G/site" "$E" "${part}M" $VERSIONS
 cp "$E/SHA256SUMS" "$E/c0/"
-echo "$DRIVER" > "$E/c0/DRIVER"
+rm -f "$E/c0/PLAN" "$E/c0/SITES" "$E/c0/BUDGET" "$E/c0/DRIVER"
+if [ -n "$PLAN" ]; then
+  cp "$PLAN" "$E/c0/PLAN"
+  echo "$VERSIONS" > "$E/c0/SITES"
+  echo "$BUDGET" > "$E/c0/BUDGET"
+else
+  echo "$DRIVER" > "$E/c0/DRIVER"
+fi
 cp "$(command -v zstd)" "$E/c0/zstd"
 
 snap=$(mktemp -d)
 git clone -q --depth 1 "file://$PWD" "$snap/repo"
 tar czf "$E/c0/repo.tgz" -C "$snap/repo" --exclude=./results .
 rm -rf "$snap"
-if [ "$PREV" = h200-ablation ]; then
-  tar czf "$E/c0/R-prev.tgz" -C results h200-ablation/study.yaml h200-ablation/runs h200-ablation/sweeps \
-    h200-ablation/crosscheck h200-ablation/crosscheck.json h200-ablation/crosscheck.md
+if [ -n "$PREV" ]; then
+  # The study's records and what --resume reads beside them; not its pages, tables or logs.
+  tar czf "$E/c0/R-prev.tgz" -C results --exclude="$PREV/report" --exclude="$PREV/derived" \
+    --exclude="$PREV/logs" --exclude="$PREV/notes" "$PREV"
 else
   tar czf "$E/c0/R-prev.tgz" -T /dev/null
 fi
