@@ -24,7 +24,7 @@ def test_verdicts() -> None:
     assert _verdict(Side(ratio=2.0), Side(ratio=None, outcome="cannot run"), 0.05) == "cannot run in B"
     assert _verdict(Side(ratio=2.0), Side(ratio=None), 0.05) == "only in A"
     # An interval that contains 1.00x reads as flat, whatever the point estimate.
-    assert _verdict(Side(ratio=1.2, low=0.9, high=1.5, interval="95% bootstrap"), Side(ratio=1.0), 0.05) \
+    assert _verdict(Side(ratio=1.2, low=0.9, high=1.5, interval="95% Welch t"), Side(ratio=1.0), 0.05) \
         == "transfers (flat)"
 
 

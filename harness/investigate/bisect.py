@@ -11,7 +11,7 @@ executor, under the node lock) and searches like `git bisect`:
 - the good and the bad leg are measured first, repeat by repeat in turn; if they do not differ by
   the rule there is nothing to search ("endpoints do not differ");
 - every step is measured with N repeats and compared with the good leg's samples by
-  `harness.analyze.stats.ratio` (bootstrap CI); a release *differs* when the CI excludes 1.0 AND the ratio is
+  `harness.analyze.stats.ratio` (Welch t 95% interval); a release *differs* when the CI excludes 1.0 AND the ratio is
   more than `threshold` away from 1.0 (the rule is written into the record);
 - a release without a leg, whose env cannot be resolved or built, or with fewer than `min_ok` repeats
   that ran, is recorded as skipped with its reason and a neighbour is measured instead (`git bisect skip`); if

@@ -1,5 +1,5 @@
 """Dispersion and ratios of every model and leg of a study ("Known limitations"): canonical repeats,
-per-cell spread, leg-pair ratios with bootstrap intervals, and coverage."""
+per-cell spread, leg-pair ratios with Welch t intervals, and coverage."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def dispersion_frame(canons: Canonical | Sequence[Canonical]) -> pd.DataFrame:
 
 def ratio_frame(canons: Canonical | Sequence[Canonical], *, pairs: str = "consecutive") -> pd.DataFrame:
     """One row per (series, model, workload, leg pair): ratio of medians (> 1: the newer leg is faster),
-    bootstrap 95% CI and verdict from `harness.analyze.stats.ratio`. `pairs`: "consecutive" legs in study
+    95% Welch t interval and verdict from `harness.analyze.stats.ratio`. `pairs`: "consecutive" legs in study
     order, or "all" pairs (older first)."""
     from itertools import combinations, pairwise
 

@@ -81,7 +81,7 @@ def arm_table(ds: Dataset, *, series: str, model: str | None = None, workload: s
 
     Routing: run.log parsed by `harness.core.logs.LOG_FACTS`; transcribed records carry it as manifest keys
     `moe_prepare_finalize` / `moe_sm_split` instead. `reference` ("LEG:ARM", default: the first row
-    that ran) is the row every other row is compared with (ratio and bootstrap CI, > 1 is faster).
+    that ran) is the row every other row is compared with (ratio and its Welch t 95% interval, > 1 is faster).
     Row order: legs in study order, arms in the scenario's order where one is given.
     """
     where = f"{ds.root} series {series}"
@@ -149,7 +149,7 @@ def arm_table(ds: Dataset, *, series: str, model: str | None = None, workload: s
     if ref is not None:
         ref_samples = table[(table["leg"] == ref[0]) & (table["arm"] == ref[1])]["samples"].iloc[0]
     is_ref = [ref is not None and (lg, a) == ref for lg, a in zip(table["leg"], table["arm"])]
-    # The reference against itself is 1.00x by definition, not a bootstrap of its repeats.
+    # The reference against itself is 1.00x by definition, not a ratio of its repeats.
     ratios = [Ratio(value=1.0) if me else
               ratio(ref_samples, s, higher_is_better=(kind == "throughput")) if s and ref_samples else Ratio(value=None)
               for s, me in zip(table["samples"], is_ref)]

@@ -402,8 +402,14 @@ def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = No
             if key not in records:
                 path = targets[key]
                 kept = sorted(carried.get(key, {}).values(), key=lambda r: r.repeat)
-                if not kept:  # files an earlier crosscheck left without a record of these settings
-                    shutil.rmtree(path.with_suffix(""), ignore_errors=True)
+                left = path.with_suffix("")
+                if not kept and left.is_dir():
+                    # Files an earlier, interrupted crosscheck left without a record of these settings: set
+                    # aside (as --supersede does), never deleted, so the new repeats start in an empty folder.
+                    dest = paths.inside(study_dir, "superseded", invocation_id, FOLDER)
+                    dest.mkdir(parents=True, exist_ok=True)
+                    shutil.move(str(left), str(dest / left.name))
+                    console.print(f"[yellow]{left}: files without a record moved to {dest / left.name}")
                 notes = [*NOTES] + ([f"repeats {', '.join(f'r{r.repeat}' for r in kept)} carried over from an "
                                      f"earlier invocation (--resume)"] if kept else [])
                 records[key] = ServeCrosscheckRecord(

@@ -39,14 +39,14 @@ class Side:
     ratio: float | None
     low: float | None = None
     high: float | None = None
-    interval: str | None = None      # "95% bootstrap" | "rounding" | None
+    interval: str | None = None      # "95% Welch t" | "rounding" | None
     printed: bool = False            # the source printed the ratio only
     outcome: str | None = None       # what the source says instead of a ratio ("cannot run ...")
 
     def reads(self, band: float) -> str | None:
         if self.ratio is None:
             return None
-        if self.interval == "95% bootstrap" and self.low is not None and self.high is not None \
+        if self.interval == "95% Welch t" and self.low is not None and self.high is not None \
                 and self.low <= 1 <= self.high:
             return "flat"   # the interval holds 1.00x: read with the flat band
         return {"above": "faster", "below": "slower", "within": "flat"}[band_side(self.ratio, band)]
@@ -94,7 +94,7 @@ def _side(canon: Canonical, printed: Printed | None, kind: str, model: str, work
     if a is not None and b is not None:
         rt = ratio(a["samples"], b["samples"], higher_is_better=metric.higher_is_better)
         if rt.low is not None:
-            return Side(ratio=rt.value, low=rt.low, high=rt.high, interval="95% bootstrap")
+            return Side(ratio=rt.value, low=rt.low, high=rt.high, interval="95% Welch t")
         if "transcribed" in (a["provenance"], b["provenance"]):
             lo, hi = rounding.ratio_bounds(float(a["value"]), float(b["value"]), metric)
             return Side(ratio=rt.value, low=lo, high=hi, interval="rounding")
@@ -195,7 +195,7 @@ def compare_studies_md(c: Comparison, *, one_sided: bool = False) -> str:
              f"{len(same)} of those read the same in both (faster, slower, or within {c.band:.0%} of 1.00x)."
              + (f" {hidden} cells that only one study has are left out (`--all` lists them)." if hidden else ""), "",
              table_md(comparison_table(Comparison(a=c.a, b=c.b, band=c.band, rows=shown))), "",
-             f"_A is `{c.a}`, B is `{c.b}`. Ratio: above 1.00x the newer leg is faster; brackets: the 95% bootstrap "
+             f"_A is `{c.a}`, B is `{c.b}`. Ratio: above 1.00x the newer leg is faster; brackets: the 95% Welch t "
              f"interval, or for transcribed figures the range their printed rounding allows; \"printed ratio\": the "
              f"source printed only the ratio. Flat: within {c.band:.0%} of 1.00x. Built by "
              f"`harness compare-studies`._"]

@@ -4,8 +4,8 @@ A kind module defines:
   NAME, Params (a frozen dataclass of its typed parameters), METRIC (a Metric),
   LEGACY_WORK (parameters of other kinds that records written before kinds were plugins carried,
   with their defaults, so those records' fingerprints still match under --resume),
-  prompt_groups(params, work, build) -> list of prompt groups, each timed as one unit,
-  warmup_prompts(params, work, build) -> the prompts of one warmup iteration,
+  prompt_groups(work, build) -> list of prompt groups, each timed as one unit,
+  warmup_prompts(work, build) -> the prompts of one warmup iteration,
   metrics(timed) -> the record's metrics dict.
 A modality module defines:
   NAME, Params, build(n, seed, work, ctx) -> prompts for vLLM's generate(), and
