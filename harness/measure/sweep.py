@@ -434,16 +434,15 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
                     p.dirty = found
         write_study_meta(study_dir, sc, list(dict.fromkeys(p.spec.leg_env.leg.name for p in planned)))
         index_path = paths.inside(study_dir, "sweeps", f"{invocation_id}.json")
-        index = {"schema_version": sweep_index.SCHEMA_VERSION,
-                 "invocation_id": invocation_id, "harness_version": __version__, "scenario": str(args.scenario),
-                 "args": {k: str(v) for k, v in vars(args).items()}, "started_at": record.now(),
-                 "finished_at": None, "planned": len(planned), "runs": [],
-                 "engine": args.engine or sc.engine, "order": args.order or sc.order,
-                 "leg_order": _leg_orders(planned)}
+        index = sweep_index.SweepIndex(
+            schema_version=sweep_index.SCHEMA_VERSION, invocation_id=invocation_id, harness_version=__version__,
+            scenario=str(args.scenario), args={k: str(v) for k, v in vars(args).items()}, started_at=record.now(),
+            finished_at=None, planned=len(planned), runs=[], engine=args.engine or sc.engine,
+            order=args.order or sc.order, leg_order=_leg_orders(planned))
         if design is not None:
-            index["design"] = {"design": "paired", **dataclasses.asdict(design)}
-        index["superseded"] = supersede.move_aside(over, study_dir, invocation_id)
-        record.write_json_atomic(index_path, index)
+            index.design = {"design": "paired", **dataclasses.asdict(design)}
+        index.superseded = supersede.move_aside(over, study_dir, invocation_id)
+        index.write(index_path)
         records: list[RunRecord] = []
         counts = {"measured": 0, "reused": 0}
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -459,8 +458,8 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
                          "attempt": rec.attempt, "runner": rec.runner, "node": rec.node}
                 if not reused and rec.manifest.get("lost_attempts"):
                     entry["lost_attempts"] = rec.manifest["lost_attempts"]  # runs retried after a lost node
-                index["runs"].append(entry)
-                record.write_json_atomic(index_path, index)
+                index.runs.append(sweep_index.SweepEntry(**entry))
+                index.write(index_path)
                 # The kind's own metric: a serve run's is its peak output tok/s, not a throughput field.
                 kind = p.spec.workload.kind
                 key = workloads.kind(kind).METRIC.key if kind in workloads.KINDS else "throughput_tok_s"
@@ -477,8 +476,8 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
             else:
                 executor.run_all(planned, invocation_id=invocation_id, allow_dirty=args.allow_dirty,
                                  on_done=on_done)
-        index["finished_at"] = record.now()
-        record.write_json_atomic(index_path, index)
+        index.finished_at = record.now()
+        index.write(index_path)
     return SweepResult(invocation_id=invocation_id, study_dir=study_dir, records=records,
                        measured=counts["measured"], reused=counts["reused"], index_path=index_path)
 

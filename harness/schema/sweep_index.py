@@ -41,7 +41,20 @@ class SweepIndex(BaseModel):
     finished_at: str | None = None
     planned: int | None = None
     runs: list[SweepEntry]
+    # How the sweep ran (present since version 1 as free fields, declared here so the writer builds
+    # this model): engine mode, leg order rule, the legs' order per repeat as run, and the paired design.
+    engine: str | None = None
+    order: str | None = None
+    leg_order: Any = None
+    design: dict[str, Any] | None = None
     superseded: list[dict[str, Any]] = Field(default_factory=list)
+
+    def write(self, path: Path) -> None:
+        """Written whole (temporary file, then renamed), after every run: a cut-off sweep leaves a
+        readable index. Fields never set (a serial sweep's `design`) are left out, as before."""
+        from harness.schema.record import write_json_atomic
+
+        write_json_atomic(path, self.model_dump(mode="json", exclude_unset=True))
 
 
 class TooNew(ValueError):
