@@ -300,3 +300,13 @@ def test_fake_bench_bisect_through_the_sweep_machinery(tmp_path, fake_sweep, mon
     assert again.conclusion == c
     for f in set(os.listdir(sweeps)) - before:
         assert all(r["reused"] for r in json.loads((sweeps / f).read_text())["runs"])
+
+
+def test_a_serve_workload_is_bisected_on_its_own_metric_and_direction(tmp_path):
+    # The kind's Metric decides what is searched and which way is better: a serve workload's output tok/s,
+    # higher is better (before, every non-throughput kind was searched as ms_per_token, lower is better).
+    rec, _ = bis.bisect(bis.BisectArgs(scenario="cpu-serve", good="cpu-0.27.1", bad="cpu-0.32.0",
+                                       versions=("0.30.0",), dry_run=True, offline=True,
+                                       results=tmp_path / "out"))
+    assert rec.inputs.workload == "serve-sweep"
+    assert (rec.inputs.metric, rec.inputs.higher_is_better) == ("output_tok_s", True)

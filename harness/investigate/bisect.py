@@ -51,7 +51,7 @@ import numpy as np
 from packaging.version import Version
 from pydantic import Field
 
-from harness import __version__
+from harness import __version__, workloads
 from harness.analyze import stats
 from harness.core import paths
 from harness.core.errors import UserError
@@ -391,7 +391,9 @@ def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectR
     wl_name = _pick([w.name for w in sc.workloads_for(sc.model(model))], args.workload, "workload", sc_file)
     arm = _pick([a.name for a in sc.arms], args.arm, "arm", sc_file)
     wl = next(w for w in sc.workloads if w.name == wl_name)
-    metric, higher = ("throughput_tok_s", True) if wl.kind == "throughput" else ("ms_per_token", False)
+    # The kind's own metric and direction (a serve workload's is not ms_per_token, nor lower-is-better).
+    kind_metric = workloads.kind(wl.kind).METRIC
+    metric, higher = kind_metric.key, kind_metric.higher_is_better
     rule = Rule(threshold=args.threshold)
     if args.versions is not None:
         between, index = given_between(good, bad, args.versions), None
