@@ -17,9 +17,10 @@ EXIT_RUNS_FAILED = 3
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
+    from harness.investigate.until_decided import until_decided
     from harness.measure.sweep import SweepArgs, sweep
 
-    res = sweep(SweepArgs.from_cli_args(a))
+    res = sweep(SweepArgs.from_cli_args(a), stop_rule=until_decided)
     if res.invocation_id != "dry-run":
         from harness.analyze.failure import record_class
 

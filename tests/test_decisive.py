@@ -212,3 +212,36 @@ def test_a_cell_decided_alone_but_not_across_the_table_says_so():
     assert alone.verdict == "faster"
     demoted = _replace(alone, verdict="undecided")
     assert fmt_verdict(demoted) == "undecided across the table (faster alone)"
+
+
+# --- stopping when decided ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("min_blocks,max_blocks", [(3, 4), (3, 6), (3, 10), (4, 8)])
+def test_until_decided_keeps_every_verdicts_error_rate_at_alpha(min_blocks, max_blocks):
+    # A look after every block from min_blocks on, each at alpha / looks, stopping at the first that
+    # decides: a false difference (no true one) and a false "equivalent" (truly the margin apart) stay at
+    # or below alpha, with engine instances differing (tau) and the host drifting and stepping.
+    reps = 6000
+    limit = sig.fpr_limit(reps, checks=8)
+    for i, tau in enumerate((0.0, 0.02)):
+        host = simu.Host(sigma=SIGMA, tau=tau)
+        null = simu.sequential_rates(min_blocks, max_blocks, 4, host, margin=0.05, reps=reps, seed=10 + i)
+        at_margin = simu.sequential_rates(min_blocks, max_blocks, 4, host, effect=0.05, margin=0.05, reps=reps,
+                                          seed=20 + i)
+        assert null["difference"] <= limit, (tau, null)
+        assert at_margin["equivalent"] <= limit, (tau, at_margin)
+
+
+def test_looking_at_alpha_every_time_overclaims():
+    # The same check fails for the naive rule (each look at alpha): the reason the looks share alpha.
+    reps = 6000
+    r = simu.sequential_rates(3, 10, 4, simu.Host(sigma=SIGMA), margin=0.05, adjusted=False, reps=reps, seed=5)
+    assert r["difference"] > sig.fpr_limit(reps)
+
+
+def test_until_decided_table_false_discovery_rate():
+    r = simu.sequential_table_fdr(20, null_share=0.8, effect=0.10, margin=0.05, sigma=SIGMA, min_blocks=3,
+                                  max_blocks=6, pairs=4, reps=60, seed=3)
+    assert r["fdr"] <= 0.05 + 0.02
+    with pytest.raises(ValueError):
+        sig.look_alpha(0)

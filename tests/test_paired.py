@@ -11,6 +11,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.core.errors import UserError
 from harness.measure import leg as legmod
@@ -123,9 +124,10 @@ def fake_paired(fake_sweep, monkeypatch, tmp_path):
     """Paired sweeps whose engines are the FAKE command-mode worker; everything else is real."""
     monkeypatch.setattr(paired, "COMMAND_WORKER", FAKE_COMMANDS)
 
-    def run(engine_args: dict, timeout: float = 60, **kw):
+    def run(engine_args: dict, timeout: float = 60, stop_rule=None, **kw):
         path = write_scenario(tmp_path, SCENARIO.format(timeout=timeout, engine_args=json.dumps(engine_args)))
-        return sweep(SweepArgs(scenario=str(path), results=tmp_path / "results", diagnose=False, **kw))
+        return sweep(SweepArgs(scenario=str(path), results=tmp_path / "results", diagnose=False, **kw),
+                     stop_rule=stop_rule)
     return run
 
 
@@ -326,3 +328,53 @@ def test_cpu_engines_start_side_by_side_and_sleeping_ones_one_at_a_time(fake_pai
     span = _engine_span(res, 1)
     first, second = sorted(span.values())
     assert first[1] <= second[0]
+
+
+# --- stop when decided ------------------------------------------------------------------------------
+
+def test_until_decided_stops_once_every_cell_is_decided_and_the_tables_test_at_alpha_over_looks(fake_paired):
+    # FAKE engines: leg B's passes take 0.8 of A's time (its tok/s 25% higher, with the pass's own jitter):
+    # decided at the first look (block 3 of at most 6), so blocks 4-6 are never measured.
+    from harness.analyze.canonical import canonicalize
+    from harness.analyze.dataset import load
+    from harness.analyze.tables import throughput
+    from harness.investigate.until_decided import until_decided
+
+    res = fake_paired({"fake_pass_s": 0.02, "fake_only_tok_s": 1250.0, "fake_only_leg": B}, blocks=6, pairs=3,
+                      until_decided=True, min_blocks=3, stop_rule=until_decided)
+    assert sorted({r.repeat for r in res.records}) == [1, 2, 3]
+    study = yaml.safe_load((res.study_dir / "study.yaml").read_text())
+    assert study["looks"] == 4
+    t = throughput(canonicalize(load(res.study_dir)))
+    assert set(t.display.filter(like="verdict").iloc[:, 0]) == {"faster"}
+    assert any("α/4" in n for n in t.notes) and any(c.endswith("98.8% CI") for c in t.display.columns)
+
+
+def test_until_decided_goes_on_while_a_cell_is_undecided_and_is_refused_where_it_cannot_apply(fake_paired):
+    from harness.investigate.until_decided import until_decided
+
+    res = fake_paired({"fake_pass_s": 0.02, "fake_only_tok_s": 1250.0, "fake_only_leg": B}, blocks=3, pairs=3,
+                      until_decided=True, min_blocks=3, stop_rule=until_decided, study="probe")
+    design = Design(blocks=6, pairs=3, until_decided=True, min_blocks=3)
+    sc = type("Sc", (), {"margin": 0.05, "engine_sd": None})()
+    assert until_decided(res.records, 2, design, sc) is None          # before the first look
+    assert "every cell decided at look 1 of 4" in until_decided(res.records, 3, design, sc)
+    # The same records with leg B's passes scattered by ±30% (alternately): no cell is decided, go on.
+    noisy = [r if r.leg != B else r.model_copy(update={"paired": r.paired.model_copy(update={"passes": [
+        p.model_copy(update={"value": p.value * (1.3 if (p.round + r.repeat) % 2 else 0.7)})
+        for p in r.paired.passes]})}) for r in res.records]
+    assert until_decided(noisy, 3, design, sc) is None
+    with pytest.raises(UserError, match="the first look .block 5. is after the last block .4."):
+        fake_paired({}, blocks=4, until_decided=True, min_blocks=5, stop_rule=until_decided, study="x")
+    with pytest.raises(UserError, match="does not combine with --resume"):
+        fake_paired({}, blocks=4, until_decided=True, resume=True, stop_rule=until_decided, study="y")
+    with pytest.raises(UserError, match="needs its stop rule"):
+        fake_paired({}, blocks=4, until_decided=True, study="z")
+
+
+def test_until_decided_takes_true_or_false_only(tmp_path):
+    from harness.measure.scenario import load_scenario
+
+    text = SCENARIO.format(timeout=60, engine_args="{}") + "until_decided: \"yes\"\n"
+    with pytest.raises(UserError, match="until_decided: Input should be a valid boolean"):
+        load_scenario(write_scenario(tmp_path, text))

@@ -270,6 +270,22 @@ def nested_paired(blocks: Sequence[Sequence[float]], *, alpha: float = ALPHA, ma
     return Nested(test=t, blocks=n_blocks, pairs=n_pairs, pooled=pooled, f_p=f_p, block_sd=block_sd, pair_sd=pair_sd)
 
 
+# --- stopping when decided --------------------------------------------------------------------------
+
+def look_alpha(looks: int, alpha: float = ALPHA) -> float:
+    """The level each look of a sequential paired sweep tests at (`--until-decided`): Bonferroni
+    alpha-spending, alpha / looks, planned before the first block. A wrong verdict at the look where the
+    sweep stopped is a wrong verdict at one of the looks, so its probability is at most the sum of the
+    looks' levels, alpha, whatever the dependence between looks; for a table decided by Benjamini–
+    Hochberg at alpha / looks at every look, the false discovery proportion at the stopping look is at
+    most the sum of the looks' proportions, so its expectation is at most alpha too. Conservative (the
+    looks' statistics are strongly correlated), simple, and valid for every stopping rule the sweep uses:
+    the simulation shows the rates (harness.analyze.simulation.sequential_rates)."""
+    if looks < 1:
+        raise ValueError("looks must be at least 1")
+    return alpha / looks
+
+
 # --- a table's error rate ----------------------------------------------------------------------------
 
 TABLE_RULE = "Benjamini–Hochberg"

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analyze.significance import (ALPHA, NESTED_MIN_BLOCKS, NESTED_SIZE, PAIRED_MIN, POOL_LEVEL, Test,
-                                          _decide, decide_table, nested_paired, welch_log)
+                                          _decide, decide_table, look_alpha, nested_paired, welch_log)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,6 +153,60 @@ def table_fdr(cells: int, *, null_share: float, effect: float, margin: float, si
         fdp.append(wrong / max(made, 1))
         decided.append(made / cells)
     return {"fdr": float(np.mean(fdp)), "decided": float(np.mean(decided))}
+
+
+def sequential_rates(min_blocks: int, max_blocks: int, pairs: int, host: Host, *, effect: float = 0.0,
+                     margin: float | None = None, engine_sd: float | None = None, adjusted: bool = True,
+                     reps: int = 20000, seed: int = 0) -> dict[str, float]:
+    """One cell measured until decided: a look after every block from `min_blocks` to `max_blocks`, each
+    testing at `look_alpha(looks)` (or, `adjusted=False`, at alpha every time: the naive rule), stopping
+    at the first look that decides. Shares of `reps` cells whose verdict at the stop is faster, slower,
+    equivalent; `difference` (either way) and the mean number of blocks measured."""
+    rng = np.random.default_rng(seed)
+    d = paired_blocks(rng, reps, max_blocks, pairs, host, effect)
+    looks = max_blocks - min_blocks + 1
+    a = look_alpha(looks) if adjusted else ALPHA
+    final = np.zeros(reps, dtype=int)
+    used = np.full(reps, max_blocks)
+    open_ = np.ones(reps, dtype=bool)
+    for b in range(min_blocks, max_blocks + 1):
+        code = nested_verdicts(d[:, :b, :], alpha=a, margin=margin, engine_sd=engine_sd)
+        now = open_ & (code != 0)
+        final[now], used[now] = code[now], b
+        open_ &= ~now
+    return {"faster": float(np.mean(final == 1)), "slower": float(np.mean(final == -1)),
+            "equivalent": float(np.mean(final == 2)), "difference": float(np.mean(np.abs(final) == 1)),
+            "blocks": float(np.mean(used))}
+
+
+def sequential_table_fdr(cells: int, *, null_share: float, effect: float, margin: float, sigma: float,
+                         min_blocks: int, max_blocks: int, pairs: int, tau: float = 0.0, reps: int = 200,
+                         seed: int = 0) -> dict[str, float]:
+    """`table_fdr` for a sweep that stops once every cell of the table is decided: at each look the
+    cells are tested at `look_alpha(looks)` and decided together (`decide_table` at that level); the
+    false discovery proportion is counted at the look where the sweep stopped (or the last)."""
+    rng = np.random.default_rng(seed)
+    host = Host(sigma=sigma, tau=tau)
+    looks = max_blocks - min_blocks + 1
+    a = look_alpha(looks)
+    n_null = int(round(cells * null_share))
+    fdp, used = [], []
+    for _ in range(reps):
+        truth = [0.0 if c < n_null else (effect if rng.random() < 0.5 else 1 / (1 + effect) - 1)
+                 for c in range(cells)]
+        data = [paired_blocks(rng, 1, max_blocks, pairs, host, e)[0] for e in truth]
+        for b in range(min_blocks, max_blocks + 1):
+            tests = [nested_paired(list(d[:b]), alpha=a, margin=margin).test for d in data]
+            verdicts = decide_table(tests, alpha=a)
+            if all(v in ("faster", "slower", "equivalent") for v in verdicts):
+                break
+        wrong = sum(1 for v, e in zip(verdicts, truth) if (v in ("faster", "slower") and e == 0.0)
+                    or (v == "equivalent" and abs(math.log1p(e)) >= math.log1p(margin) - 1e-12)
+                    or (v == "faster" and e < 0) or (v == "slower" and e > 0))
+        made = sum(1 for v in verdicts if v in ("faster", "slower", "equivalent"))
+        fdp.append(wrong / max(made, 1))
+        used.append(b)
+    return {"fdr": float(np.mean(fdp)), "blocks": float(np.mean(used))}
 
 
 def scalar_check(d: np.ndarray, margin: float | None) -> int:

@@ -31,7 +31,8 @@ from harness.analyze.fmt import (MISSING, fmt_ci, fmt_ms, fmt_ratio, fmt_tok_s, 
                                  short_labels, ticked)
 from harness.analyze.order import _legs, leg_pairs, model_order, order_frame, row_key  # noqa: F401
 from harness.analyze.fmt import fmt_n
-from harness.analyze.significance import MARGIN_DEFAULT, NESTED_METHOD, TABLE_RULE, decide_table, default_margin
+from harness.analyze.significance import (ALPHA, MARGIN_DEFAULT, NESTED_METHOD, TABLE_RULE, decide_table,
+                                          default_margin, look_alpha)
 from harness.analyze.stats import Ratio, footnote, nested_ratio, ratio
 from harness.workloads.base import Metric
 
@@ -99,7 +100,7 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
         data_rows.append(d)
         disp_rows.append(s)
     # The table is many tests: its verdicts are decided together (false discovery rate at alpha).
-    ratios_all = table_verdicts(ratios_all)
+    ratios_all = table_verdicts(ratios_all, alpha=study_alpha(canon))
     for d, rs in zip(data_rows, ratios_all):
         for ((old, old_lb), (new, new_lb)), rt in zip(pairs, rs):
             d[f"{_ratio_label(kind, old_lb, new_lb, short)} verdict"] = rt.verdict
@@ -108,7 +109,9 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
     if any_ci:
         for j, (a, b) in enumerate(pairs):
             lab = _ratio_label(kind, a[1], b[1], short)
-            display[f"{lab} 95% CI"] = [fmt_ci(rs[j]) for rs in ratios_all]
+            # A study measured until decided tests at alpha / looks: its intervals are that much wider.
+            conf = 1 - study_alpha(canon)
+            display[f"{lab} {'95%' if conf == 1 - ALPHA else f'{conf:.1%}'} CI"] = [fmt_ci(rs[j]) for rs in ratios_all]
             display[f"{lab} n"] = [fmt_n(rs[j]) for rs in ratios_all]
             display[f"{lab} verdict"] = [fmt_verdict(rs[j]) for rs in ratios_all]
     notes = [n for n in (provenance_note(canon),) if n]
@@ -119,6 +122,12 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
         notes.append("Ratios are ratios of medians. \"single pass\": one run on each side, no interval.")
         notes.append(footnote())
         notes.append(table_note(margin, margin_source, sum(r.test is not None for rs in ratios_all for r in rs)))
+        looks = int(canon.study.extra.get("looks") or 1)
+        if looks > 1:
+            notes.append(f"measured until decided ({looks} planned looks, study.yaml): every cell and the table "
+                         f"are tested at α/{looks} = {study_alpha(canon):.4f}, so the verdict at the look where "
+                         "the sweep stopped keeps its error rate ≤ α (docs/statistics.md); the intervals are "
+                         f"{1 - study_alpha(canon):.1%} intervals.")
         if any(r.method == NESTED_METHOD for rs in ratios_all for r in rs):
             notes.append(f"paired cells ({NESTED_METHOD}): n counts pass pairs run back to back on both legs' resident "
                          "engines; the ratio is their geometric mean; engine instances enter through "
@@ -140,6 +149,12 @@ def study_margin(canon: Canonical) -> tuple[float, str]:
     return default_margin(device), f"the {kind.upper()} default"
 
 
+def study_alpha(canon: Canonical) -> float:
+    """The level the study's cells are tested at: alpha, or for a study measured until decided
+    (`looks` in study.yaml, written by `sweep --until-decided`) alpha / looks (significance.look_alpha)."""
+    return look_alpha(int(canon.study.extra.get("looks") or 1))
+
+
 def cell_ratio(canon: Canonical, a: dict | None, b: dict | None, metric: Metric, *,
                margin: float | None = None) -> Ratio:
     """The ratio of two canonical cells (old, new) as every table prints it: the paired design's nested
@@ -151,12 +166,14 @@ def cell_ratio(canon: Canonical, a: dict | None, b: dict | None, metric: Metric,
     engine_sd = canon.study.extra.get("engine_sd")
     sa, sb = (tuple(a["samples"]) if a is not None else ()), (tuple(b["samples"]) if b is not None else ())
     pa, pb = (a.get("pairs") if a is not None else None), (b.get("pairs") if b is not None else None)
+    alpha = study_alpha(canon)
     if pa and pb:
-        return paired_cell(pa, pb, metric=metric, margin=margin, engine_sd=engine_sd)
-    return ratio(sa, sb, higher_is_better=metric.higher_is_better, margin=margin)
+        return paired_cell(pa, pb, metric=metric, margin=margin, engine_sd=engine_sd, alpha=alpha)
+    return ratio(sa, sb, higher_is_better=metric.higher_is_better, margin=margin, confidence=1 - alpha)
 
 
-def paired_cell(old: dict, new: dict, *, metric: Metric, margin: float, engine_sd: float | None) -> Ratio:
+def paired_cell(old: dict, new: dict, *, metric: Metric, margin: float, engine_sd: float | None,
+                alpha: float = ALPHA) -> Ratio:
     """Two legs' paired passes, matched by (engine block, round); a pass without its partner is left
     out (the pair is incomplete). The nested rule (`stats.nested_ratio`) decides; its point value is
     the geometric mean pair ratio rather than the ratio of medians."""
@@ -164,14 +181,14 @@ def paired_cell(old: dict, new: dict, *, metric: Metric, margin: float, engine_s
     for key in sorted(set(old) & set(new)):
         blocks.setdefault(key[0], []).append((old[key], new[key]))
     return nested_ratio(list(blocks.values()), higher_is_better=metric.higher_is_better, margin=margin,
-                        engine_sd=None if engine_sd is None else float(engine_sd))
+                        engine_sd=None if engine_sd is None else float(engine_sd), confidence=1 - alpha)
 
 
-def table_verdicts(rows: list[list[Ratio]]) -> list[list[Ratio]]:
-    """Every cell of a table decided together: Benjamini–Hochberg over the cells' tests
-    (`significance.decide_table`); each cell keeps its own interval."""
+def table_verdicts(rows: list[list[Ratio]], *, alpha: float = ALPHA) -> list[list[Ratio]]:
+    """Every cell of a table decided together: Benjamini–Hochberg over the cells' tests at `alpha` (the
+    study's level, `study_alpha`; `significance.decide_table`); each cell keeps its own interval."""
     flat = [r for rs in rows for r in rs]
-    decided = decide_table([r.test for r in flat])
+    decided = decide_table([r.test for r in flat], alpha=alpha)
     it = iter(decided)
     return [[replace(r, verdict=v) if r.test is not None and v is not None else r for r, v in zip(rs, it)]
             for rs in rows]

@@ -70,6 +70,20 @@ class Design:
     pair_order: str = "balanced"       # balanced | random
     order_seed: int = 0
     sleep: bool = False
+    until_decided: bool = False      # blocks is then the most; see `looks`
+    min_blocks: int = 3              # the first look
+    budget_s: float | None = None    # no block starts once this much time has passed
+
+    @property
+    def looks(self) -> int:
+        """The tests planned before the first block: one after each block from min_blocks on."""
+        return self.blocks - self.min_blocks + 1 if self.until_decided else 1
+
+
+# After block `done` (every (model, arm) of it measured): None to go on, or why the sweep stops there.
+# Built above measure/ (harness.investigate.until_decided), which may use the analysis; `design` and the
+# scenario's margin and engine bound come with it.
+StopRule = Callable[[list[RunRecord], int, Design, Any], str | None]
 
 
 # --- the order ------------------------------------------------------------------------------------
@@ -342,12 +356,27 @@ def block_key(spec: RunSpec) -> tuple:
 
 def run_paired(planned: list[PlannedRun], design: Design, *, invocation_id: str, allow_dirty: bool,
                on_done: Callable[[PlannedRun, RunRecord, bool], None], worker: Path | None = None,
-               say: Callable[[str], None] = print) -> None:
-    """Measure `planned` (blocks of (block, model, arm), every leg's runs of each) in the paired design."""
+               say: Callable[[str], None] = print, stop: Callable[[int], str | None] | None = None) -> None:
+    """Measure `planned` (blocks of (block, model, arm), every leg's runs of each) in the paired design.
+    `stop(done_block)`, asked before each block after the first, ends the sweep when it gives a reason
+    (stop when decided, or the time budget); the blocks not measured are said, never recorded."""
     blocks: dict[tuple, list[PlannedRun]] = {}
     for p in planned:
         blocks.setdefault(block_key(p.spec), []).append(p)
+    t0 = time.monotonic()
+    current = None  # the block of the group measured last
     for runs in blocks.values():
+        block = runs[0].spec.repeat
+        if current is not None and block != current:  # every group of block `current` is measured
+            why = None
+            if design.budget_s is not None and time.monotonic() - t0 >= design.budget_s:
+                why = f"the time budget ({design.budget_s / 60:g} min) is spent"
+            elif stop is not None:
+                why = stop(current)
+            if why:
+                say(f"stopped after engine block {current} of {design.blocks}: {why}")
+                return
+        current = block
         if all(p.reuse is not None for p in runs):
             for p in runs:
                 on_done(p, p.reuse, True)

@@ -15,7 +15,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
 from harness import workloads
 from harness.workloads import limits, sources
@@ -273,6 +274,12 @@ class Scenario(_Strict):
     pair_order: Literal["balanced", "random"] = "balanced"
     # Idle engines sleep (vLLM's sleep mode) between their passes: auto = on for CUDA legs, off on CPU.
     sleep: Literal["auto", "on", "off"] = "auto"
+    # Stop when decided (paired, two legs): `blocks` becomes the most engine blocks; after each block from
+    # `min_blocks` on, every cell is tested at alpha / looks (looks = blocks - min_blocks + 1, written into
+    # study.yaml) and the sweep stops once every cell is decided, or once `budget_min` minutes are spent.
+    until_decided: StrictBool = False   # true or false, unquoted (a quoted "yes" is refused)
+    min_blocks: int = Field(3, ge=2)
+    budget_min: float | None = Field(None, gt=0)
     # What the study's verdicts take (harness.analyze.significance), written into study.yaml on the first
     # sweep: the practical margin of "equivalent within ±margin" (None: the device kind's default) and
     # the paired rule's engine-instance bound, with where that bound was measured.

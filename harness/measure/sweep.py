@@ -69,6 +69,9 @@ class SweepArgs:
     blocks: int | None = None          # paired: engine blocks per leg; default: the scenario's
     pairs: int | None = None           # paired: rounds per block; default: the scenario's
     series: str | None = None          # the records' series tag; default: the scenario's (its name)
+    until_decided: bool | None = None  # paired: stop once every cell is decided (None: the scenario's)
+    min_blocks: int | None = None      # paired, until decided: the first look; default: the scenario's
+    budget_min: float | None = None    # paired: start no block after this many minutes; default: the scenario's
 
     @classmethod
     def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
@@ -108,7 +111,13 @@ class SweepArgs:
         p.add_argument("--design", choices=["serial", "paired"],
                        help="serial: one leg at a time, repeats outermost; paired: every leg's engine up at once, "
                             "timed passes alternating between them in engine blocks (default: the scenario's)")
-        p.add_argument("--blocks", type=int, help="paired: engine instances per leg (at least 2)")
+        p.add_argument("--blocks", type=int, help="paired: engine instances per leg (at least 2); with "
+                       "--until-decided the most")
+        p.add_argument("--until-decided", action="store_true", default=None,
+                       help="paired, two legs: after each block from --min-blocks on, stop once every cell is "
+                            "decided (each look tests at alpha / looks; docs/statistics.md)")
+        p.add_argument("--min-blocks", type=int, help="paired, until decided: the first look (default 3)")
+        p.add_argument("--budget-min", type=float, help="paired: start no engine block after this many minutes")
         p.add_argument("--pairs", type=int, help="paired: rounds of one pass per leg and workload per block")
         p.add_argument("--series", help="the records' series tag (default: the scenario's): two designs of one "
                                         "scenario measured into one study, e.g. to compare them (analyze.modes)")
@@ -127,6 +136,10 @@ class SweepArgs:
             raise UserError("--blocks should be at least 2 (engine instances are a level of their own)")
         if getattr(a, "pairs", None) is not None and a.pairs < 1:
             raise UserError("--pairs should be at least 1")
+        if getattr(a, "min_blocks", None) is not None and a.min_blocks < 2:
+            raise UserError("--min-blocks should be at least 2 (the first look needs two engine blocks)")
+        if getattr(a, "budget_min", None) is not None and not a.budget_min > 0:
+            raise UserError("--budget-min should be positive")
         if getattr(a, "series", None) is not None and paths.unsafe_name(a.series):
             raise UserError(f"--series: {paths.unsafe_name(a.series)}")
         return cls(scenario=a.scenario, results=a.results, study=a.study, legs=tuple(a.legs),
@@ -138,7 +151,9 @@ class SweepArgs:
                    wait_lock_s=getattr(a, "wait_lock_s", 0.0), profile=getattr(a, "profile", None),
                    supersede=getattr(a, "supersede", False), prime=getattr(a, "prime", False),
                    design=getattr(a, "design", None), blocks=getattr(a, "blocks", None),
-                   pairs=getattr(a, "pairs", None), series=getattr(a, "series", None))
+                   pairs=getattr(a, "pairs", None), series=getattr(a, "series", None),
+                   until_decided=getattr(a, "until_decided", None), min_blocks=getattr(a, "min_blocks", None),
+                   budget_min=getattr(a, "budget_min", None))
 
 
 @dataclass(kw_only=True)
@@ -280,8 +295,18 @@ def paired_design(args: SweepArgs, sc: Scenario, legs: list[str], *,
         if say is not None:
             say(f"[yellow]{why_not}")
         return None
-    return paired.Design(blocks=args.blocks or sc.blocks, pairs=args.pairs or sc.pairs, pair_order=sc.pair_order,
-                         order_seed=sc.order_seed, sleep=sleep)
+    until = bool(sc.until_decided if args.until_decided is None else args.until_decided)
+    blocks, min_blocks = args.blocks or sc.blocks, args.min_blocks or sc.min_blocks
+    if until and len(legs) != 2:
+        raise UserError("--until-decided compares two legs; this sweep has " + str(len(legs)))
+    if until and min_blocks > blocks:
+        raise UserError(f"--until-decided: the first look (block {min_blocks}) is after the last block ({blocks})")
+    if until and args.resume:
+        raise UserError("--until-decided does not combine with --resume: the looks are planned for one sweep")
+    budget = args.budget_min if args.budget_min is not None else sc.budget_min
+    return paired.Design(blocks=blocks, pairs=args.pairs or sc.pairs, pair_order=sc.pair_order,
+                         order_seed=sc.order_seed, sleep=sleep, until_decided=until, min_blocks=min_blocks,
+                         budget_s=None if budget is None else budget * 60)
 
 
 def _paired_plan(args: SweepArgs, sc: Scenario, study: str, study_dir: Path, legs: list[str], models: list[str],
@@ -357,9 +382,16 @@ def reusable(p: PlannedRun, retry_failed: bool) -> RunRecord | None:
     return rec
 
 
-def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str]) -> None:
+def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str], *, looks: int = 1) -> None:
     path = study_dir / "study.yaml"
     meta = (read_yaml(path) or {}) if path.exists() else {}  # bounded like every YAML input
+    # A sweep until decided tests every look at alpha / looks: the tables must test at that level too.
+    if int(meta.get("looks") or 1) != looks and (looks > 1 or path.exists() and meta.get("looks")):
+        if path.exists() and (study_dir / "runs").is_dir():
+            raise UserError(f"{path}: looks {meta.get('looks') or 1} (the level its verdicts are tested at); this "
+                            f"sweep would need {looks}: measure it into a new study")
+    if looks > 1:
+        meta["looks"] = looks
     before = json.dumps(meta, sort_keys=True, default=str)
     meta.setdefault("schema_version", study_file.SCHEMA_VERSION)
     meta.setdefault("name", study_dir.name)
@@ -382,13 +414,16 @@ def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str]) -> None:
     os.replace(tmp, path)
 
 
-def sweep(args: SweepArgs, *, executor: Executor | None = None) -> SweepResult:
+def sweep(args: SweepArgs, *, executor: Executor | None = None,
+          stop_rule: paired.StopRule | None = None) -> SweepResult:
+    """Plan and measure. `stop_rule`: what a paired sweep until decided asks after each block (the
+    CLI passes harness.investigate.until_decided; it lives above measure/, as it uses the analysis)."""
     sc, study_dir, planned = plan(args)
-    return execute_plan(args, sc, study_dir, planned, executor=executor)
+    return execute_plan(args, sc, study_dir, planned, executor=executor, stop_rule=stop_rule)
 
 
 def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[PlannedRun], *,
-                 executor: Executor | None = None) -> SweepResult:
+                 executor: Executor | None = None, stop_rule: paired.StopRule | None = None) -> SweepResult:
     """Build the envs, take the node lock, run the guards, then measure the plan in order."""
     over = supersede.replacements(planned)
     if args.dry_run:
@@ -432,7 +467,8 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
             for p in planned:
                 if p.spec.leg_env.root == env.root:
                     p.dirty = found
-        write_study_meta(study_dir, sc, list(dict.fromkeys(p.spec.leg_env.leg.name for p in planned)))
+        write_study_meta(study_dir, sc, list(dict.fromkeys(p.spec.leg_env.leg.name for p in planned)),
+                         looks=design.looks if design is not None else 1)
         index_path = paths.inside(study_dir, "sweeps", f"{invocation_id}.json")
         index = sweep_index.SweepIndex(
             schema_version=sweep_index.SCHEMA_VERSION, invocation_id=invocation_id, harness_version=__version__,
@@ -471,8 +507,12 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
                 bar.update(task, advance=1, description=f"run {p.index}/{len(planned)}")
 
             if design is not None:
+                if design.until_decided and stop_rule is None:
+                    raise UserError("--until-decided needs its stop rule (harness.investigate.until_decided)")
+                stop = ((lambda done: stop_rule(records, done, design, sc)) if design.until_decided and stop_rule
+                        else None)
                 paired.run_paired(planned, design, invocation_id=invocation_id, allow_dirty=args.allow_dirty,
-                                  on_done=on_done, say=bar.console.print)
+                                  on_done=on_done, say=bar.console.print, stop=stop)
             else:
                 executor.run_all(planned, invocation_id=invocation_id, allow_dirty=args.allow_dirty,
                                  on_done=on_done)
@@ -489,6 +529,11 @@ def _print_paired_plan(planned: list[PlannedRun], design: paired.Design) -> None
     console.print(f"paired design: {design.blocks} engine block(s) x {design.pairs} round(s), "
                   f"{design.pair_order} order (seed {design.order_seed}), sleep {'on' if design.sleep else 'off'}",
                   highlight=False)
+    if design.until_decided:
+        console.print(f"until decided: a look after each of blocks {design.min_blocks}–{design.blocks} "
+                      f"({design.looks} looks, each at α/{design.looks}); the sweep stops at the first look that "
+                      "decides every cell" + (f", or after {design.budget_s / 60:g} min" if design.budget_s else ""),
+                      highlight=False)
     for (block, mn, an), runs in blocks.items():
         legs = list(dict.fromkeys(p.spec.leg_env.leg.name for p in runs))
         wls = list(dict.fromkeys(p.spec.workload.name for p in runs))

@@ -8,6 +8,7 @@ Behaviour is chosen by the spec's engine_args (they come from the scenario, as i
   fake_hang_round:  in this round's first pass, sleep forever (for the per-command timeout)
   fake_tok_s:       the throughput a pass reports is this / fake_pass_s-scaled (default 1000)
   fake_init_s:      seconds the engine takes to start (default 0)
+  fake_only_tok_s:  with fake_only_leg, that leg's tok/s (a true difference between the legs)
   fake_busy_idle:   while idle, burn CPU in a child process (partner_cpu_s must see it)
   fake_only_leg:    the fake_* behaviours above apply only to this leg's engine (its name is in the
                     run id the harness puts in the environment); other legs behave normally
@@ -33,6 +34,8 @@ def main(spec_path: str, reply_fd: int) -> int:
     only = args.get("fake_only_leg")
     if only and f"/{only}/" not in os.environ.get("HARNESS_RUN_ID", ""):
         args = {k: v for k, v in args.items() if k in ("fake_pass_s", "fake_tok_s", "fake_init_s", "enable_sleep_mode")}
+    if "fake_only_tok_s" in args:  # this leg's own tok/s (the other legs keep fake_tok_s)
+        args["fake_tok_s"] = args["fake_only_tok_s"]
     out = os.fdopen(reply_fd, "w", buffering=1)
     gev = Events(Path(spec["run_dir"]) / "run.jsonl")
     gev("worker_start", mode="commands")

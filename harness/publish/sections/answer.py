@@ -17,7 +17,7 @@ from harness.analyze import rounding
 from harness.analyze.equivalence import DIFFERENT, equivalence_by_step
 from harness.analyze.significance import decide_table
 from harness.analyze.stats import Ratio, band_side
-from harness.analyze.tables import _legs, cell_ratio, study_margin, ticked
+from harness.analyze.tables import _legs, cell_ratio, study_alpha, study_margin, ticked
 from harness.publish import wording as w
 from harness.publish.claims.base import cells_by_key, table_rows
 from harness.publish.study import Study
@@ -131,7 +131,7 @@ def answer(st: Study) -> Answer:
                                 printed_disagrees=dis, note="; ".join(notes), answers=answers.get((model, step), "")))
     # The answer is one table of many tests: its verdicts are decided together (false discovery rate at
     # alpha, significance.decide_table), as every table's are; each cell keeps its own interval.
-    for (i, rt), v in zip(tests, decide_table([rt.test for _, rt in tests])):
+    for (i, rt), v in zip(tests, decide_table([rt.test for _, rt in tests], alpha=study_alpha(canon))):
         c = out[i]
         if v is None or c.interval != "95% Welch-t":
             continue
