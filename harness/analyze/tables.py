@@ -110,8 +110,8 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
         for j, (a, b) in enumerate(pairs):
             lab = _ratio_label(kind, a[1], b[1], short)
             # A study measured until decided tests at alpha / looks: its intervals are that much wider.
-            conf = 1 - study_alpha(canon)
-            display[f"{lab} {'95%' if conf == 1 - ALPHA else f'{conf:.1%}'} CI"] = [fmt_ci(rs[j]) for rs in ratios_all]
+            level = "95%" if study_looks(canon) == 1 else f"{1 - study_alpha(canon):.1%}"
+            display[f"{lab} {level} CI"] = [fmt_ci(rs[j]) for rs in ratios_all]
             display[f"{lab} n"] = [fmt_n(rs[j]) for rs in ratios_all]
             display[f"{lab} verdict"] = [fmt_verdict(rs[j]) for rs in ratios_all]
     notes = [n for n in (provenance_note(canon),) if n]
@@ -122,7 +122,7 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
         notes.append("Ratios are ratios of medians. \"single pass\": one run on each side, no interval.")
         notes.append(footnote())
         notes.append(table_note(margin, margin_source, sum(r.test is not None for rs in ratios_all for r in rs)))
-        looks = int(canon.study.extra.get("looks") or 1)
+        looks = study_looks(canon)
         if looks > 1:
             notes.append(f"measured until decided ({looks} planned looks, study.yaml): every cell and the table "
                          f"are tested at α/{looks} = {study_alpha(canon):.4f}, so the verdict at the look where "
@@ -149,10 +149,15 @@ def study_margin(canon: Canonical) -> tuple[float, str]:
     return default_margin(device), f"the {kind.upper()} default"
 
 
+def study_looks(canon: Canonical) -> int:
+    """How many looks the study's sweep planned (`looks` in study.yaml, written by `sweep --until-decided`;
+    1 for a fixed design)."""
+    return int(canon.study.extra.get("looks") or 1)
+
+
 def study_alpha(canon: Canonical) -> float:
-    """The level the study's cells are tested at: alpha, or for a study measured until decided
-    (`looks` in study.yaml, written by `sweep --until-decided`) alpha / looks (significance.look_alpha)."""
-    return look_alpha(int(canon.study.extra.get("looks") or 1))
+    """The level the study's cells are tested at: alpha / looks (significance.look_alpha)."""
+    return look_alpha(study_looks(canon))
 
 
 def cell_ratio(canon: Canonical, a: dict | None, b: dict | None, metric: Metric, *,

@@ -408,14 +408,11 @@ def measure_block(runs: list[PlannedRun], design: Design, *, invocation_id: str,
             lead = by_leg[ln][0]
             e = engines[ln] = EngineProc(leg=ln, runs=by_leg[ln], edir=engine_dir(lead.spec, lead.run_dir),
                                          timeout_s=lead.spec.timeout_s)
-            if design.sleep:
-                # One at a time: each engine sizes its KV cache from the device memory free at its start,
-                # so the next one starts only once this one sleeps.
-                e.spawn(worker, extra)
-                if e.ready() is not None:
-                    e.command("sleep", "sleep after start")
-            else:
-                e.spawn(worker, extra)
+            e.spawn(worker, extra)
+            # With sleep mode one at a time: each engine sizes its KV cache from the device memory free at
+            # its start, so the next one starts only once this one sleeps.
+            if design.sleep and e.ready() is not None:
+                e.command("sleep", "sleep after start")
         if not design.sleep:
             # Without sleep mode the engines start side by side (nothing is timed yet): a block's start
             # costs the slowest engine's start, not the sum (on two cores, about 1.3 starts for two).

@@ -386,10 +386,9 @@ def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str], *, looks: i
     path = study_dir / "study.yaml"
     meta = (read_yaml(path) or {}) if path.exists() else {}  # bounded like every YAML input
     # A sweep until decided tests every look at alpha / looks: the tables must test at that level too.
-    if int(meta.get("looks") or 1) != looks and (looks > 1 or path.exists() and meta.get("looks")):
-        if path.exists() and (study_dir / "runs").is_dir():
-            raise UserError(f"{path}: looks {meta.get('looks') or 1} (the level its verdicts are tested at); this "
-                            f"sweep would need {looks}: measure it into a new study")
+    if int(meta.get("looks") or 1) != looks and (study_dir / "runs").is_dir():
+        raise UserError(f"{path}: looks {meta.get('looks') or 1} (the level its verdicts are tested at); this "
+                        f"sweep would need {looks}: measure it into a new study")
     if looks > 1:
         meta["looks"] = looks
     before = json.dumps(meta, sort_keys=True, default=str)

@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.schema.record import write_json_atomic
+
 SCHEMA_VERSION = 2
 
 
@@ -52,8 +54,6 @@ class SweepIndex(BaseModel):
     def write(self, path: Path) -> None:
         """Written whole (temporary file, then renamed), after every run: a cut-off sweep leaves a
         readable index. Fields never set (a serial sweep's `design`) are left out, as before."""
-        from harness.schema.record import write_json_atomic
-
         write_json_atomic(path, self.model_dump(mode="json", exclude_unset=True))
 
 
