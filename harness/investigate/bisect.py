@@ -392,7 +392,7 @@ def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectR
     arm = _pick([a.name for a in sc.arms], args.arm, "arm", sc_file)
     wl = next(w for w in sc.workloads if w.name == wl_name)
     # The kind's own metric and direction (a serve workload's is not ms_per_token, nor lower-is-better).
-    kind_metric = workloads.kind(wl.kind).METRIC
+    kind_metric = workloads.metric_of(wl.kind)
     metric, higher = kind_metric.key, kind_metric.higher_is_better
     rule = Rule(threshold=args.threshold)
     if args.versions is not None:
