@@ -34,14 +34,17 @@ class Metric:
     # Further fields of the record's metrics that analysis reads for this kind beside `key` (the
     # dataset carries every kind's, in registry order).
     also: tuple[str, ...] = ()
-    axis: str = ""              # the value's axis label in figures; empty: the unit
     ratio_axis: str = ""        # a ratio's axis label; empty: from the direction and the unit
+    # The metric in words ("total tok/s"): figures' value axis (empty: the unit) and the export's data
+    # dictionary, which lists only kinds that have one (serve and equivalence have none: giving them one
+    # rewrites every shipped dictionary).
+    spoken: str = ""
 
     def fields(self) -> tuple[str, ...]:
         return (self.key, *self.also)
 
     def axis_label(self) -> str:
-        return self.axis or self.unit
+        return self.spoken or self.unit
 
     def ratio_axis_label(self) -> str:
         return self.ratio_axis or ("newer leg faster" if self.higher_is_better

@@ -31,7 +31,7 @@ from harness.workloads.base import Metric, Timed, sha256_json
 NAME = "equivalence"
 METRIC = Metric(key="output_tok_s", unit="tok/s", higher_is_better=True,
                 title="Greedy decode with log-probabilities (output tok/s, higher is better)", digits=0,
-                thousands=True, axis="output tok/s")
+                thousands=True)
 LEGACY_WORK: dict[str, Any] = {}
 OUTPUTS_FILE = "outputs.jsonl.gz"
 # Format history of outputs.jsonl.gz (one JSON object per prompt, in prompt order):

@@ -22,7 +22,7 @@ from harness.workloads.base import Metric, Traits
 NAME = "serve"
 METRIC = Metric(key="output_tok_s", unit="tok/s", higher_is_better=True,
                 title="Serving: peak output throughput over the load points (tok/s, higher is better)",
-                digits=1, thousands=True, axis="peak output tok/s")
+                digits=1, thousands=True)
 TRAITS = Traits(server=True)
 
 
