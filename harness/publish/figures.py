@@ -18,7 +18,7 @@ import seaborn as sns
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 
-from harness import workloads
+from harness.workloads import KINDS, metric_of
 
 if TYPE_CHECKING:
     from harness.investigate.drift import DriftSummary
@@ -77,7 +77,7 @@ def ratio_dots(ratios: pd.DataFrame, *, title: str = "Ratio between legs, per mo
                         for m, w, s in zip(df["model"], df["workload"], df.get("series", df["model"]))])
     rounded = "r_low" in df.columns and df["r_low"].notna().any()
     # Kinds in table order (the registry's), any unregistered one after them.
-    rank = {k: i for i, k in enumerate(workloads.KINDS)}
+    rank = {k: i for i, k in enumerate(KINDS)}
     kinds = sorted(dict.fromkeys(df["kind"]), key=lambda k: (rank.get(k, len(rank)), str(k)))
     pairs = list(dict.fromkeys(df["pair"]))
     colours = dict(zip(pairs, sns.color_palette("deep", len(pairs))))
@@ -117,7 +117,7 @@ def ratio_dots(ratios: pd.DataFrame, *, title: str = "Ratio between legs, per mo
         ax.axvline(1.0, color="#777777", ls="--", lw=1)
         ax.set_yticks(range(len(rows)), [r for r in reversed(rows)], fontsize=8)
         ax.set_ylim(-0.7, len(rows) - 0.3)
-        higher = workloads.metric_of(kind).ratio_axis_label()
+        higher = metric_of(kind).ratio_axis_label()
         ax.set_xlabel(f"ratio ({kind}; > 1.0x: {higher})", fontsize=9)
         ax.tick_params(axis="x", labelsize=8)
         ax.grid(axis="x", alpha=0.3)
@@ -214,7 +214,7 @@ def repeat_strip(samples: pd.DataFrame, *, title: str = "Repeats per leg") -> Fi
         ax.set_xticks(range(len(legs)), legs)
         ax.set_xlim(-0.6, len(legs) - 0.4)
         kind = d["kind"].iloc[0]
-        ax.set_ylabel(workloads.metric_of(kind).axis_label())
+        ax.set_ylabel(metric_of(kind).axis_label())
         ax.set_title(w, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle(title)
