@@ -211,3 +211,4 @@ def test_bisect_searches_in_a_new_kinds_direction(dummy_kind, tmp_path, monkeypa
     assert rec.conclusion.first_differing == "0.25.1"
     bad = next(s for s in rec.steps if s.version == "0.26.0")
     assert bad.ratio is not None and bad.ratio < 1      # slower, read the dummy's way (new/old)
+    assert "req/s" in bis.bisect_section_md(rec)

@@ -522,7 +522,8 @@ def bisect_section_md(rec: BisectRecord) -> str:
     """The record as a report section: inputs, the rule, one row per measured step, the conclusion;
     for an incomplete record what was measured so far and what was not, said as no conclusion."""
     i = rec.inputs
-    unit = "tok/s" if i.higher_is_better else "ms/tok"
+    kind_metric = workloads.metric_reading(i.metric)
+    unit = kind_metric.unit if kind_metric else i.metric
     source = "given (`--versions`; no index was consulted)" if i.releases_from == "given" else "on the index"
     legs = ", ".join(f"{v} `{leg}`" for v, leg in rec.legs.items() if v not in (i.good_version, i.bad_version))
     lines = [

@@ -55,6 +55,12 @@ def metric_of(name: str) -> Metric:
     return kind(name).METRIC
 
 
+def metric_reading(field: str) -> Metric | None:
+    """The metric of the first registered kind whose value is the record field `field` (a file that
+    kept only the field, such as a bisect record, gets its unit back), None where no kind reads it."""
+    return next((m for m in map(metric_of, KINDS) if m.key == field), None)
+
+
 def traits_of(name: str) -> Traits:
     """What a kind is beyond its metric (base.Traits); a kind that declares none has the defaults."""
     traits = getattr(kind(name), "TRAITS", None)
