@@ -151,8 +151,9 @@ def arm_table(ds: Dataset, *, series: str, model: str | None = None, workload: s
         ref_samples = table[(table["leg"] == ref[0]) & (table["arm"] == ref[1])]["samples"].iloc[0]
     is_ref = [ref is not None and (lg, a) == ref for lg, a in zip(table["leg"], table["arm"])]
     # The reference against itself is 1.00x by definition, not a ratio of its repeats.
+    higher = workloads.metric_of(kind).higher_is_better
     ratios = [Ratio(value=1.0) if me else
-              ratio(ref_samples, s, higher_is_better=workloads.metric_of(kind).higher_is_better) if s and ref_samples else Ratio(value=None)
+              ratio(ref_samples, s, higher_is_better=higher) if s and ref_samples else Ratio(value=None)
               for s, me in zip(table["samples"], is_ref)]
     table["vs_reference"] = [r.value for r in ratios]
     table["vs_reference_low"] = [r.low for r in ratios]
