@@ -392,7 +392,7 @@ def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectR
     arm = _pick([a.name for a in sc.arms], args.arm, "arm", sc_file)
     wl = next(w for w in sc.workloads if w.name == wl_name)
     # The kind's own metric and direction (a serve workload's is not ms_per_token, nor lower-is-better).
-    kind_metric = workloads.kind(wl.kind).METRIC
+    kind_metric = workloads.metric_of(wl.kind)
     metric, higher = kind_metric.key, kind_metric.higher_is_better
     rule = Rule(threshold=args.threshold)
     if args.versions is not None:
@@ -522,7 +522,8 @@ def bisect_section_md(rec: BisectRecord) -> str:
     """The record as a report section: inputs, the rule, one row per measured step, the conclusion;
     for an incomplete record what was measured so far and what was not, said as no conclusion."""
     i = rec.inputs
-    unit = "tok/s" if i.higher_is_better else "ms/tok"
+    kind_metric = workloads.metric_reading(i.metric)
+    unit = kind_metric.unit if kind_metric else i.metric
     source = "given (`--versions`; no index was consulted)" if i.releases_from == "given" else "on the index"
     legs = ", ".join(f"{v} `{leg}`" for v, leg in rec.legs.items() if v not in (i.good_version, i.bad_version))
     lines = [

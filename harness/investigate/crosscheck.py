@@ -20,6 +20,7 @@ import statistics
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
+from harness import workloads
 from harness.core import paths
 
 from harness.schema import checks
@@ -72,7 +73,7 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
     pairs: list[PlannedRun] = []
     harness_side: dict[tuple[str, str], RunSpec] = {}
     for p in planned:
-        if p.spec.workload.kind != "throughput" or p.spec.arm.name != "default":
+        if not workloads.traits_of(p.spec.workload.kind).vllm_throughput_bench or p.spec.arm.name != "default":
             continue
         ours = p.spec if prefix_caching else dataclasses.replace(
             p.spec, arm=_arm(p.spec, "harness" + suffix, "the harness, prefix caching off", extra))
@@ -276,8 +277,10 @@ def from_records(args: SweepArgs, *, prefix_caching: bool = False, problems: lis
                 lost.add((leg, wl))
             continue
         # The harness side of a prefix-caching crosscheck is the sweep's default arm, which holds every
-        # workload of the scenario; only throughput ones were crosschecked (as `crosscheck` plans them).
-        if r.workload_spec.get("kind", "throughput") != "throughput":
+        # workload of the scenario; only kinds vLLM's throughput bench also measures were crosschecked
+        # (as `crosscheck` plans them). A record from before kinds were declared: the kind its metric shows.
+        kind = checks.kind_of(r)
+        if not (workloads.known(kind) and workloads.traits_of(str(kind)).vllm_throughput_bench):
             continue
         if ((args.legs and r.leg not in args.legs) or (args.models and r.model not in args.models)
                 or (args.workloads and r.workload not in args.workloads) or r.repeat > repeats):
@@ -494,7 +497,7 @@ def tokenization_cost(args: SweepArgs, *, repeats: int = 5) -> list[dict]:
     for p in planned:
         wl = p.spec.workload
         key = (p.spec.leg_env.leg.name, p.spec.model.name, wl.name)
-        if wl.kind != "throughput" or key in seen:
+        if not workloads.traits_of(wl.kind).vllm_throughput_bench or key in seen:
             continue
         seen.add(key)
         legmod.ensure(p.spec.leg_env)  # built if missing, as a sweep would
