@@ -32,7 +32,7 @@ from harness.measure import leg as legmod, prime
 from harness.measure.run import WORKER, RunSpec
 from harness.measure.scenario import Arm, load_scenario, scenario_path
 from harness.analyze import coldstart
-from harness.analyze.dataset import Problem
+from harness.analyze.dataset import Problem, engine_logs
 from harness.analyze.significance import PAIRED_MIN
 from harness.analyze.stats import paired_ratio, ratio
 from harness.measure.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
@@ -371,8 +371,7 @@ def _cold(study_dir: Path | None, ours: list[record.RunRecord], theirs: list[rec
         return []
     return [f"{side} r{r.repeat}" for side, rs in (("harness", ours), ("vLLM", theirs))
             for r in sorted(rs, key=lambda r: r.repeat)
-            if coldstart.engine_state(Path(study_dir) / "runs" / r.run_id,
-                                      r.engine.group_log if r.engine else None) == "compiled"]
+            if coldstart.engine_state(*engine_logs(Path(study_dir) / "runs" / r.run_id, r)) == "compiled"]
 
 
 def _pair_values(ours: list[record.RunRecord], theirs: list[record.RunRecord]) -> list[tuple[float, float]]:
