@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -135,6 +135,10 @@ class Dataset:
         started ("" for either that is missing)."""
         return engine_logs(self.root / str(run_dir), self.record(run_dir))
 
+    def profile(self, run_dir: str | Path) -> dict | None:
+        """A profiled run's profile.json (harness.analyze.profile), None when it has none."""
+        return read_profile(self.root / str(run_dir))
+
     def outputs(self, run_dir: str | Path) -> list[dict[str, Any]]:
         """The outputs an equivalence run kept, as its record names them (OSError/ValueError/EOFError
         when the file is missing or corrupt)."""
@@ -161,6 +165,37 @@ def engine_logs(run_dir: Path, rec: RunRecord) -> tuple[str, str]:
     group = rec.engine.group_log if rec.engine else None
     own = read_text_or_empty(run_dir / "run.log")
     return own, read_text_or_empty((run_dir / group).resolve()) if group else ""
+
+
+# profile.json by (path, mtime): a trace summary is recomputed once per file, not per table that asks.
+_PROFILES: dict[tuple[str, float], dict | None] = {}
+
+
+def read_profile(run_dir: Path | str) -> dict | None:
+    """A run's profile.json, or None when the run has none (or it is unreadable). Where the trace is
+    kept, its summary is computed again from it, so every run is grouped by the current family rules
+    whatever rules the worker that measured it had; a dropped trace leaves the worker's summary."""
+    path = Path(run_dir) / "profile.json"
+    try:
+        key = (str(path), path.stat().st_mtime)
+    except OSError:
+        return None
+    if key in _PROFILES:
+        return _PROFILES[key]
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not data.get("summary"):
+        return None
+    traces = [Path(run_dir) / t for t in data.get("traces") or [] if ".pt.trace.json" in t]
+    if traces and all(t.is_file() for t in traces):
+        from harness.measure.worker.kernel_trace import read_trace, summarize
+
+        events = [e for t in traces for e in read_trace(t)]
+        data = data | {"summary": asdict(summarize(events))}
+    _PROFILES[key] = data
+    return data
 
 
 def _study_meta(root: Path) -> dict[str, Any]:
