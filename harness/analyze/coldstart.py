@@ -71,8 +71,9 @@ def machine_of(manifest: dict) -> str | None:
 
 
 def coldstart_frame(runs: pd.DataFrame, ds: Dataset) -> pd.DataFrame:
-    """One row per run of `runs` (rows of `ds`'s frame or of a canonical selection of it): its cell, repeat, value (tok/s, or ms per output token), speed direction, engine
-    compile state, engine start seconds and machine."""
+    """One row per run of `runs` (rows of `ds`'s frame or of a canonical selection of it): its cell,
+    repeat, value (tok/s, or ms per output token), speed direction, engine compile state, engine start
+    seconds and machine."""
     rows = []
     for r in runs.to_dict("records"):
         kind = r.get("kind")

@@ -8,10 +8,12 @@ out; the rest loads. Older schema versions are migrated by `record.migrate`. A f
 
 Records are read and their numbers checked by `harness.schema.checks` (the one validation every
 reader of a record goes through); nothing else is parsed, so ten thousand records load in a few
-seconds. The Dataset is the one reader of a study's run folders: it keeps each row's typed record
-(`Dataset.record`) and reads a run's logs, profile and kept outputs when asked, so analysis never
-opens a run's files itself (tests/test_file_reads.py). A `main_series` in study.yaml that names no series of the records is a problem of study.yaml
+seconds. A `main_series` in study.yaml that names no series of the records is a problem of study.yaml
 (a warning; `--strict` makes it an error), not silently empty tables.
+
+The Dataset is the one reader of a study's run folders: it keeps each row's typed record
+(`Dataset.record`) and reads a run's logs, profile and kept outputs when asked, so analysis never
+opens a run's files itself (tests/test_file_reads.py).
 """
 
 from __future__ import annotations

@@ -146,7 +146,7 @@ class SweepMeasure:
 
     def _write_study_meta(self, legs: list[LegSpec]) -> None:
         path = self.study_dir / "study.yaml"
-        meta = (read_yaml(path) or {}) if path.exists() else {}  # bounded like every YAML input, as the sweep reads it
+        meta = (read_yaml(path) or {}) if path.exists() else {}  # bounded, as the sweep reads it
         meta.setdefault("name", self.study_dir.name)
         meta.setdefault("title", f"bisect runs of scenario {self.sc.name}")
         meta.setdefault("provenance", "measured")
