@@ -118,7 +118,7 @@ class Dataset:
     sweeps: tuple[sweep_index.SweepIndex, ...] = ()
     # The typed record of every row, by its run_dir: what analysis needs beyond the frame's columns
     # (serve points, manifests, engine groups) comes from here, never from the run folder again.
-    typed: Mapping[str, RunRecord] = field(default_factory=dict)
+    typed: Mapping[str, RunRecord] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return len(self.records)
