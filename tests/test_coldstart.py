@@ -3,7 +3,6 @@ summary's sign test over cells, one per cold engine."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -30,16 +29,22 @@ def test_compile_state_from_vllms_log(text: str, state: str | None) -> None:
 
 def test_a_grouped_run_reads_its_engines_log(tmp_path: Path) -> None:
     # With engine reuse the engine starts in the group's log; the run's own slice holds only its workload.
-    run = tmp_path / "runs" / "s" / "leg" / "m" / "w" / "default" / "r1"
-    run.mkdir(parents=True)
+    # The logs and the record come through the Dataset, never from the run folder here.
+    from harness.analyze.dataset import load
+    from studygen import record_dict, write_run
+
+    engine = {"mode": "per-group", "group_id": "g", "instance": 1, "position": 1,
+              "group_log": "../../engine-default-r1-1/run.log"}
+    run = write_run(tmp_path, record_dict(engine=engine, manifest={"host": "h", "cpu_model": "c"}),
+                    log="INFO throughput ...")
     (run.parents[1] / "engine-default-r1-1").mkdir()
     (run.parents[1] / "engine-default-r1-1" / "run.log").write_text(COMPILED)
-    (run / "run.log").write_text("INFO throughput ...")
-    (run / "results.json").write_text(json.dumps({"engine": {"group_log": "../../engine-default-r1-1/run.log"},
-                                                  "manifest": {"host": "h", "cpu_model": "c"}}))
-    assert cs.run_state(run) == ("compiled", "h/c")
-    (run / "results.json").write_text(json.dumps({"manifest": {"nvidia_smi": {"gpus": [{"uuid": "GPU-1"}]}}}))
-    assert cs.run_state(run) == (None, "GPU-1")
+    ds = load(tmp_path)
+    (rd,) = ds.records["run_dir"]
+    assert cs.run_state(ds, rd) == ("compiled", "h/c")
+    run2 = write_run(tmp_path / "b", record_dict(manifest={"nvidia_smi": {"gpus": [{"uuid": "GPU-1"}]}}))
+    ds2 = load(tmp_path / "b")
+    assert cs.run_state(ds2, str(run2.relative_to(tmp_path / "b"))) == (None, "GPU-1")
 
 
 def _frame(rows: list[tuple]) -> pd.DataFrame:

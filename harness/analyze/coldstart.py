@@ -18,15 +18,14 @@ not tested.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import pandas as pd
 
 from harness import workloads
+from harness.analyze.dataset import Dataset
 
 State = Literal["compiled", "cached", "eager"]
 
@@ -48,30 +47,18 @@ def compile_state(text: str) -> State | None:
     return None
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def engine_state(run_dir: Path, group_log: str | None = None) -> State | None:
-    """The compile state of the engine that timed the run in `run_dir`: its own log, or, for a run of
-    an engine group, its group's instance log (`group_log`, relative to the run), where the engine
-    started."""
-    state = compile_state(_read(run_dir / "run.log"))
+def engine_state(own_log: str, group_log: str = "") -> State | None:
+    """The compile state of the engine that timed a run: its own log, or, for a run of an engine
+    group, its group's instance log (where the engine started)."""
+    state = compile_state(own_log)
     if state is None and group_log:
-        state = compile_state(_read((run_dir / group_log).resolve()))
+        state = compile_state(group_log)
     return state
 
 
-def run_state(run_dir: Path) -> tuple[State | None, str | None]:
+def run_state(ds: Dataset, run_dir: str) -> tuple[State | None, str | None]:
     """The compile state of the engine that timed this run, and the machine it ran on, from its record."""
-    try:
-        rec = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None, None
-    return engine_state(run_dir, (rec.get("engine") or {}).get("group_log")), machine_of(rec.get("manifest") or {})
+    return engine_state(*ds.engine_logs(run_dir)), machine_of(ds.record(run_dir).manifest)
 
 
 def machine_of(manifest: dict) -> str | None:
@@ -84,10 +71,10 @@ def machine_of(manifest: dict) -> str | None:
     return f"{host}/{manifest.get('cpu_model')}" if host else None
 
 
-def coldstart_frame(runs: pd.DataFrame, root: Path) -> pd.DataFrame:
-    """One row per run of `runs` (a dataset's or a canonical selection's runs, with run_dir relative
-    to `root`): its cell, repeat, value (tok/s, or ms per output token), speed direction, engine
-    compile state, engine start seconds and machine."""
+def coldstart_frame(runs: pd.DataFrame, ds: Dataset) -> pd.DataFrame:
+    """One row per run of `runs` (rows of `ds`'s frame or of a canonical selection of it): its cell,
+    repeat, value (tok/s, or ms per output token), speed direction, engine compile state, engine start
+    seconds and machine."""
     rows = []
     for r in runs.to_dict("records"):
         kind = r.get("kind")
@@ -96,7 +83,7 @@ def coldstart_frame(runs: pd.DataFrame, root: Path) -> pd.DataFrame:
         value = r.get(workloads.metric_of(kind).key)
         if not isinstance(value, (int, float)) or not value > 0:
             continue
-        state, machine = run_state(Path(root) / str(r["run_dir"]))
+        state, machine = run_state(ds, str(r["run_dir"]))
         pos = r.get("engine_position")
         rows.append({**{k: r[k] for k in CELL}, "repeat": int(r["repeat"]), "kind": kind, "value": float(value),
                      "state": state, "machine": machine, "engine_init_s": r.get("engine_init_s"),

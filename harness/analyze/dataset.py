@@ -10,6 +10,10 @@ Records are read and their numbers checked by `harness.schema.checks` (the one v
 reader of a record goes through); nothing else is parsed, so ten thousand records load in a few
 seconds. A `main_series` in study.yaml that names no series of the records is a problem of study.yaml
 (a warning; `--strict` makes it an error), not silently empty tables.
+
+The Dataset is the one reader of a study's run folders: it keeps each row's typed record
+(`Dataset.record`) and reads a run's logs, profile and kept outputs when asked, so analysis never
+opens a run's files itself (tests/test_file_reads.py).
 """
 
 from __future__ import annotations
@@ -17,9 +21,9 @@ from __future__ import annotations
 import json
 import re
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 from pydantic import ValidationError
@@ -126,12 +130,90 @@ class Dataset:
     unfinished: tuple[str, ...] = ()
     # Every readable sweep index, in time order (harness.analyze.sweeptime reads their start and end).
     sweeps: tuple[sweep_index.SweepIndex, ...] = ()
+    # The typed record of every row, by its run_dir: what analysis needs beyond the frame's columns
+    # (serve points, manifests, engine groups) comes from here, never from the run folder again.
+    typed: Mapping[str, RunRecord] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return len(self.records)
 
+    def record(self, run_dir: str | Path) -> RunRecord:
+        """The record of the row whose run_dir (relative to the study) is `run_dir`."""
+        try:
+            return self.typed[str(run_dir)]
+        except KeyError:
+            raise UserError(f"{self.root / str(run_dir)}: no loaded record of this study") from None
+
+    def run_log(self, run_dir: str | Path) -> str:
+        """The run's own log as text ("" when it has none); undecodable bytes replaced."""
+        return read_text_or_empty(self.root / str(run_dir) / "run.log")
+
+    def engine_logs(self, run_dir: str | Path) -> tuple[str, str]:
+        """The run's own log and, for a run of an engine group, its instance's log, where the engine
+        started ("" for either that is missing)."""
+        return engine_logs(self.root / str(run_dir), self.record(run_dir))
+
+    def profile(self, run_dir: str | Path) -> dict | None:
+        """A profiled run's profile.json (harness.analyze.profile), None when it has none."""
+        return read_profile(self.root / str(run_dir))
+
+    def outputs(self, run_dir: str | Path) -> list[dict[str, Any]]:
+        """The outputs an equivalence run kept, as its record names them (OSError/ValueError/EOFError
+        when the file is missing or corrupt)."""
+        from harness.workloads import equivalence as kind
+
+        return kind.read_outputs(self.root / str(run_dir), self.record(run_dir).work.outputs)
+
     def model_order(self) -> list[str]:
         return model_order(self)
+
+
+def read_text_or_empty(path: Path) -> str:
+    """A log as text, "" when it cannot be read: a log only ever adds facts, its absence none."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def engine_logs(run_dir: Path, rec: RunRecord) -> tuple[str, str]:
+    """The logs of the engine that timed the run in `run_dir`: its own, and its group's instance log
+    (the record's `engine.group_log`, relative to the run) or "" for a run with its own engine. For a
+    caller holding records rather than a Dataset (a crosscheck summarising the runs it measured)."""
+    group = rec.engine.group_log if rec.engine else None
+    own = read_text_or_empty(run_dir / "run.log")
+    return own, read_text_or_empty((run_dir / group).resolve()) if group else ""
+
+
+# profile.json by (path, mtime): a trace summary is recomputed once per file, not per table that asks.
+_PROFILES: dict[tuple[str, float], dict | None] = {}
+
+
+def read_profile(run_dir: Path | str) -> dict | None:
+    """A run's profile.json, or None when the run has none (or it is unreadable). Where the trace is
+    kept, its summary is computed again from it, so every run is grouped by the current family rules
+    whatever rules the worker that measured it had; a dropped trace leaves the worker's summary."""
+    path = Path(run_dir) / "profile.json"
+    try:
+        key = (str(path), path.stat().st_mtime)
+    except OSError:
+        return None
+    if key in _PROFILES:
+        return _PROFILES[key]
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not data.get("summary"):
+        return None
+    traces = [Path(run_dir) / t for t in data.get("traces") or [] if ".pt.trace.json" in t]
+    if traces and all(t.is_file() for t in traces):
+        from harness.measure.worker.kernel_trace import read_trace, summarize
+
+        events = [e for t in traces for e in read_trace(t)]
+        data = data | {"summary": asdict(summarize(events))}
+    _PROFILES[key] = data
+    return data
 
 
 def _study_meta(root: Path) -> dict[str, Any]:
@@ -307,6 +389,7 @@ def load(study_dir: Path | str) -> Dataset:
     meta = _study_meta(root)
     reuse, sweep_pairs, measured_here, superseded, sweeps = _sweep_index(root, problems)
     rows: list[dict[str, Any]] = []
+    typed: dict[str, RunRecord] = {}
     files, unfinished = _result_files(root)
     for path in files:
         try:
@@ -325,7 +408,9 @@ def load(study_dir: Path | str) -> Dataset:
             # that measured this very record: a traceable measurement, not a carried-over number.
             info = (info[0], False)
         rows.append(_row(rec, path.parent.relative_to(root), info, log))
+        typed[str(path.parent.relative_to(root))] = rec
     rows = _drop_duplicates(root, rows, problems)
+    typed = {r["run_dir"]: typed[r["run_dir"]] for r in rows}
     df = pd.DataFrame(rows, columns=list(columns()))
     df = _fill_kind(df)
     yaml_path = root / "study.yaml"
@@ -346,7 +431,8 @@ def load(study_dir: Path | str) -> Dataset:
     if len(df) and study.main_series not in set(df["series"]):
         problems.append(_no_main_series(yaml_path, study.main_series, df))
     return Dataset(root=root, study=study, records=df, problems=tuple(problems), sweep_order=tuple(sweep_pairs),
-                   superseded=tuple(superseded), unfinished=tuple(unfinished), sweeps=tuple(sweeps))
+                   superseded=tuple(superseded), unfinished=tuple(unfinished), sweeps=tuple(sweeps),
+                   typed=typed)
 
 
 def _no_main_series(path: Path, name: str, df: pd.DataFrame) -> Problem:

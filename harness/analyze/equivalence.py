@@ -36,7 +36,6 @@ import pandas as pd
 
 from harness.analyze.dataset import Dataset
 from harness.core.errors import UserError
-from harness.schema import checks
 from harness.workloads import equivalence as kind
 
 # Thresholds, in nats (natural-log probability). 0.1 nats: the top two tokens' probabilities within
@@ -194,17 +193,14 @@ def compare_sides(model: str, workload: str, a: Side, b: Side) -> Comparison:
 def _side(ds: Dataset, r: dict[str, Any]) -> Side:
     run_dir = Path(ds.root) / str(r["run_dir"])
     base = {"leg": r["leg"], "label": ds.study.label(r["leg"]), "arm": r["arm"], "run_dir": str(r["run_dir"])}
-    try:
-        rec = checks.read_measured(run_dir / "results.json")
-    except UserError as e:
-        return Side(**base, problem=str(e))
+    rec = ds.record(str(r["run_dir"]))
     if str((rec.engine_args or {}).get("load_format", "")).lower() == "dummy":
         return Side(**base, dummy=True)
     kept = rec.work.outputs
     if not kept:
         return Side(**base, problem=f"{run_dir / 'results.json'}: the record keeps no outputs")
     try:
-        return Side(**base, rows=kind.read_outputs(run_dir, kept))
+        return Side(**base, rows=ds.outputs(str(r["run_dir"])))
     except (OSError, ValueError, EOFError) as e:
         return Side(**base, problem=str(e))
 

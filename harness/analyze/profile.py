@@ -14,9 +14,8 @@ Repeats of a leg are combined by the median per operator.
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -24,38 +23,10 @@ import pandas as pd
 
 from harness.analyze.dataset import Dataset
 from harness.core.errors import UserError
-from harness.measure.worker.kernel_trace import FAMILY_NAMES, OUTSIDE, read_trace, summarize
+from harness.measure.worker.kernel_trace import FAMILY_NAMES, OUTSIDE
 
 OP_COLUMNS = ("leg", "model", "workload", "arm", "repeat", "run_dir", "device", "name", "family",
               "self_s", "calls", "share", "output_tokens", "profiled_s", "s_per_token")
-
-
-_CACHE: dict[tuple[str, float], dict | None] = {}
-
-
-def read_profile(run_dir: Path | str) -> dict | None:
-    """A run's profile.json, or None when the run has none (or it is unreadable). Where the trace is
-    kept, its summary is computed again from it, so every run is grouped by the current family rules
-    whatever rules the worker that measured it had; a dropped trace leaves the worker's summary."""
-    path = Path(run_dir) / "profile.json"
-    try:
-        key = (str(path), path.stat().st_mtime)
-    except OSError:
-        return None
-    if key in _CACHE:
-        return _CACHE[key]
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or not data.get("summary"):
-        return None
-    traces = [Path(run_dir) / t for t in data.get("traces") or [] if ".pt.trace.json" in t]
-    if traces and all(t.is_file() for t in traces):
-        events = [e for t in traces for e in read_trace(t)]
-        data = data | {"summary": asdict(summarize(events))}
-    _CACHE[key] = data
-    return data
 
 
 def operators(ds: Dataset) -> pd.DataFrame:
@@ -66,7 +37,7 @@ def operators(ds: Dataset) -> pd.DataFrame:
     if "profiled" not in recs.columns:
         return pd.DataFrame(columns=list(OP_COLUMNS))
     for r in recs[recs["profiled"].fillna(False).astype(bool) & (recs["status"] == "ok")].to_dict("records"):
-        prof = read_profile(ds.root / r["run_dir"])
+        prof = ds.profile(r["run_dir"])
         if prof is None:
             continue
         s, tok = prof["summary"], prof.get("output_tokens") or 0
@@ -181,11 +152,11 @@ def kernel_diff(ds: Dataset, *, model: str, workload: str, legs: tuple[str, str]
     if len(devices) > 1:
         notes.append(f"The legs were profiled on different devices ({', '.join(devices)}): not comparable.")
     left = [r for leg in legs for r in runs[leg]
-            if (read_profile(ds.root / r) or {}).get("summary", {}).get("ops_left_out")]
+            if (ds.profile(r) or {}).get("summary", {}).get("ops_left_out")]
     if left:
         notes.append("Some runs kept only their top operators; an operator 'on one leg only' may be below the "
                      "other leg's cut: " + ", ".join(left))
-    capped = [r for leg in legs for r in runs[leg] if (read_profile(ds.root / r) or {}).get("steps_capped")]
+    capped = [r for leg in legs for r in runs[leg] if (ds.profile(r) or {}).get("steps_capped")]
     if capped:
         notes.append("The profiler's step cap was reached in " + ", ".join(capped) + ": per-token figures undercount.")
     if OUTSIDE in set(k["name"]):
@@ -271,7 +242,7 @@ def profile_overhead(ds: Dataset) -> pd.DataFrame:
         prof, plain = g[g["profiled"].astype(bool)], g[~g["profiled"].astype(bool)]
         if not len(prof) or not len(plain):
             continue
-        sizes = [(read_profile(ds.root / r) or {}).get("trace_bytes", 0) for r in prof["run_dir"]]
+        sizes = [(ds.profile(r) or {}).get("trace_bytes", 0) for r in prof["run_dir"]]
         p, u = float(prof["throughput_tok_s"].median()), float(plain["throughput_tok_s"].median())
         rows.append({"leg": leg, "model": model, "workload": wl, "unprofiled_tok_s": u, "profiled_tok_s": p,
                      "overhead": u / p - 1, "n_unprofiled": len(plain), "n_profiled": len(prof),

@@ -9,7 +9,6 @@ canonical runs' records, so a point counts only when its run is a canonical meas
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -18,7 +17,6 @@ from harness import workloads
 from harness.analyze.canonical import Canonical
 from harness.analyze.stats import ratio
 from harness.core.errors import UserError
-from harness.schema.checks import read
 
 # (column, higher is better): what the ratio table compares at each matched point.
 RATIO_METRICS = (("output_tok_s", True), ("tok_s_per_user", True), ("ttft_p50_ms", False),
@@ -53,8 +51,7 @@ def points(canon: Canonical) -> pd.DataFrame:
                  for k in runs["kind"]]] if len(runs) else runs
     rows: list[dict[str, Any]] = []
     for _, r in runs.iterrows():
-        # run_dir is relative to the study folder, wherever the caller stands.
-        rec = read(Path(canon.dataset.root) / str(r["run_dir"]) / "results.json")
+        rec = canon.dataset.record(str(r["run_dir"]))
         if rec.serve is None:
             continue
         for p in rec.serve.points:

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from harness.core import paths
 from harness.core.errors import LegEnvError, UserError
+from harness.core.yamlio import read_yaml
 from harness.measure import leg as legmod
 from harness.measure.index import lock_versions
 from harness.measure.leg import LegEnv, LegSpec
@@ -145,7 +146,7 @@ class SweepMeasure:
 
     def _write_study_meta(self, legs: list[LegSpec]) -> None:
         path = self.study_dir / "study.yaml"
-        meta = yaml.safe_load(path.read_text()) if path.exists() else {}
+        meta = (read_yaml(path) or {}) if path.exists() else {}  # bounded, as the sweep reads it
         meta.setdefault("name", self.study_dir.name)
         meta.setdefault("title", f"bisect runs of scenario {self.sc.name}")
         meta.setdefault("provenance", "measured")

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness import workloads
-from harness.analyze.dataset import Dataset, read_record
+from harness.analyze.dataset import Dataset
 from harness.analyze.tables import MISSING
 from harness.core import paths
 from harness.core.errors import UserError
@@ -40,14 +40,11 @@ def is_present(v: object) -> bool:
 
 
 def record_of(ds: Dataset, run_dir: str) -> RunRecord:
-    return read_record(ds.root / run_dir / "results.json")
+    return ds.record(run_dir)
 
 
 def run_log(ds: Dataset, run_dir: str) -> str:
-    try:
-        return (ds.root / run_dir / "run.log").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
+    return ds.run_log(run_dir)
 
 
 def fmt_value(v: float | None, kind: str) -> str:

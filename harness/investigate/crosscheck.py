@@ -23,7 +23,6 @@ from pathlib import Path
 from harness import workloads
 from harness.core import paths
 
-from harness.schema import checks
 from harness.schema import crosscheck as crosscheck_file
 from harness.schema import record
 from harness.schema.crosscheck import CrosscheckRecord
@@ -33,7 +32,8 @@ from harness.measure import leg as legmod, prime
 from harness.measure.run import WORKER, RunSpec
 from harness.measure.scenario import Arm, load_scenario, scenario_path
 from harness.analyze import coldstart
-from harness.analyze.dataset import Problem
+from harness.analyze import dataset
+from harness.analyze.dataset import Problem, engine_logs
 from harness.analyze.significance import PAIRED_MIN
 from harness.analyze.stats import paired_ratio, ratio
 from harness.measure.sweep import PlannedRun, SweepArgs, execute_plan, plan, reusable
@@ -248,7 +248,7 @@ def from_records(args: SweepArgs, *, prefix_caching: bool = False, problems: lis
     workload), every harness-side record must share engine arguments, workload and env (compat id),
     and the vLLM side the env; the planned (arm, repeat) pairs without a finished record are named.
 
-    Every record is read through the schema's one check (harness.schema.checks): one that cannot be read,
+    Every record comes from the Dataset (read through the schema's one check): one that cannot be read,
     or whose numbers cannot be a measurement (NaN, infinite, negative, zero), is left out and named in
     `problems`; an earlier summary of a (leg, model, workload) that lost a record so is kept, not
     rewritten from fewer pairs (named there too)."""
@@ -262,18 +262,16 @@ def from_records(args: SweepArgs, *, prefix_caching: bool = False, problems: lis
     started: set[tuple[str, str, str, str, int]] = set()
     problems = [] if problems is None else problems
     lost: set[tuple[str, str]] = set()   # (leg, workload) of a record left out
-    for run_dir in sorted((study_dir / "runs" / sc.name).glob("*/*/*/*/r*")):
+    for run_dir, r, bad in _study_records(study_dir, sc.name):
         path = run_dir / "results.json"
-        if run_dir.parts[-2] not in arms or not path.is_file():
+        if run_dir.parts[-2] not in arms:
             continue
-        try:
-            r = checks.read_measured(path)
-        except UserError as e:
+        if r is None:
             # Selected by its folder (series/leg/model/workload/arm/rK), since its contents cannot be trusted.
             leg, wl, rep = run_dir.parts[-5], run_dir.parts[-3], run_dir.name[1:]
             if not ((args.legs and leg not in args.legs) or (args.workloads and wl not in args.workloads)
                     or (rep.isdigit() and int(rep) > repeats)):
-                problems.append(Problem(path=path, what=str(e).removeprefix(f"{path}: "), kind="excluded"))
+                problems.append(Problem(path=path, what=bad, kind="excluded"))
                 lost.add((leg, wl))
             continue
         # The harness side of a prefix-caching crosscheck is the sweep's default arm, which holds every
@@ -313,6 +311,21 @@ def from_records(args: SweepArgs, *, prefix_caching: bool = False, problems: lis
     keep = _kept_earlier(study_dir, summary, records, prefix_caching, lost, problems)
     _write(study_dir, summary, records, prefix_caching, keep=keep)
     return summary
+
+
+def _study_records(study_dir: Path, series: str) -> list[tuple[Path, record.RunRecord | None, str]]:
+    """Every run folder of the series (series/leg/model/workload/arm/rK, in folder order) holding a
+    record, as the Dataset read it: (run folder, its record, "") or, for one it left out (unreadable,
+    or numbers that cannot be a measurement), (run folder, None, why)."""
+    if not (study_dir / "runs").is_dir():
+        return []
+    ds = dataset.load(study_dir)
+    found: list[tuple[Path, record.RunRecord | None, str]] = [(study_dir / d, rec, "") for d, rec in ds.typed.items()]
+    found += [(p.path.parent, None, p.what) for p in ds.problems
+              if p.kind in ("unreadable", "excluded") and p.path.name == "results.json"]
+    base = study_dir / "runs" / series
+    mine = [x for x in found if x[0].parent.parent.parent.parent.parent == base and x[0].name.startswith("r")]
+    return sorted(mine, key=lambda x: x[0])
 
 
 def _kept_earlier(study_dir: Path, summary: dict, records: list[record.RunRecord], prefix_caching: bool,
@@ -374,8 +387,7 @@ def _cold(study_dir: Path | None, ours: list[record.RunRecord], theirs: list[rec
         return []
     return [f"{side} r{r.repeat}" for side, rs in (("harness", ours), ("vLLM", theirs))
             for r in sorted(rs, key=lambda r: r.repeat)
-            if coldstart.engine_state(Path(study_dir) / "runs" / r.run_id,
-                                      r.engine.group_log if r.engine else None) == "compiled"]
+            if coldstart.engine_state(*engine_logs(Path(study_dir) / "runs" / r.run_id, r)) == "compiled"]
 
 
 def _pair_values(ours: list[record.RunRecord], theirs: list[record.RunRecord]) -> list[tuple[float, float]]:

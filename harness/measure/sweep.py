@@ -557,8 +557,3 @@ class _null:
 
     def __exit__(self, *exc):
         return False
-
-
-def last_invocation(study_dir: Path) -> dict | None:
-    files = sorted((study_dir / "sweeps").glob("*.json"))
-    return json.loads(files[-1].read_text()) if files else None

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import shutil
 import tarfile
 from dataclasses import dataclass
@@ -82,30 +81,24 @@ def _records(study: Path, out: Path) -> int:
 
 
 def _used(study: Path) -> tuple[set[str], set[str], dict[str, dict]]:
-    """Scenario names, leg names and harness source states (by diff hash, or commit) the records name."""
-    scenarios, legs, states = set(), set(), {}
-    for d in ("sweeps",):
-        for p in sorted((study / d).glob("*.json")) if (study / d).is_dir() else []:
-            try:
-                idx = json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if isinstance(idx.get("scenario"), str):
-                scenarios.add(idx["scenario"])
-    for p in sorted((study / "runs").rglob("results.json")) if (study / "runs").is_dir() else []:
-        try:
-            rec = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if rec.get("leg"):
-            legs.add(str(rec["leg"]))
-        src = (rec.get("manifest") or {}).get("harness_source")
+    """Scenario names, leg names and harness source states (by diff hash, or commit) the records name,
+    as the Dataset read them (sweep indexes and records migrated; unreadable ones left out)."""
+    from harness.analyze.dataset import load
+
+    ds = load(study)
+    scenarios = {idx.scenario for idx in ds.sweeps if isinstance(idx.scenario, str)}
+    legs: set[str] = set()
+    states: dict[str, dict] = {}
+    for run_dir, rec in sorted(ds.typed.items(), key=lambda kv: Path(kv[0]).parts):
+        if rec.leg:
+            legs.add(str(rec.leg))
+        src = rec.manifest.get("harness_source")
         if isinstance(src, dict):
             key = src.get("diff_sha256") or f"commit:{src.get('commit')}"
             states.setdefault(key, {**src, "runs": 0, "diff_path": None})
             states[key]["runs"] += 1
-            if src.get("diff") and (p.parent / src["diff"]).is_file():
-                states[key]["diff_path"] = str(p.parent / src["diff"])
+            if src.get("diff") and (study / run_dir / src["diff"]).is_file():
+                states[key]["diff_path"] = str(study / run_dir / src["diff"])
     return scenarios, legs, states
 
 

@@ -14,7 +14,7 @@ def coldstart_section(st: Study) -> coldstart.ColdSummary | None:
     ok = recs[(recs["status"] == "ok") & (recs["provenance"] == "measured") & ~recs["profiled"].fillna(False).astype(bool)]
     if not len(ok):
         return None
-    sm = coldstart.summarize(coldstart.coldstart_frame(ok, st.root))
+    sm = coldstart.summarize(coldstart.coldstart_frame(ok, st.ds))
     return sm if sm.cells else None
 
 

@@ -1,0 +1,204 @@
+"""Who reads files: only `harness/schema/` (every file the project writes or reads back, with its
+migrations) and the Dataset (`harness/analyze/dataset.py`: a study folder, each run's record, logs,
+profile and kept outputs) read a study's run folders. Everything downstream takes what it needs from
+the Dataset, so a record is parsed once, migrated once and checked once.
+
+The rule, on the code's syntax tree: outside those two, a call to `open`, `<x>.open`, `json.load(s)`,
+`<x>.read_text`, `<x>.read_bytes`, a `yaml` load, a run record's schema reader (`record.read`,
+`checks.read`, `checks.read_measured`) or the log reader (`core.logs.read_log`) is a file read, and
+each function holding one must be named in READS with why its read is not a re-read of a study's
+run folder. An entry that no longer
+matches a read is an error too, so the list cannot outlive the code it excuses."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+HARNESS = Path(__file__).resolve().parents[1] / "harness"
+# Where reading a run folder belongs.
+OWNERS = ("schema/", "analyze/dataset.py")
+
+# Measure-time: the process measuring a run reading back what that run wrote moments ago (phases,
+# logs, replies), or writes to it; no record of it exists yet, so there is no Dataset to ask.
+_MEASURING = "measure-time: the run being measured, read or appended to by the process measuring it"
+_WORKER = "the worker, inside the leg's interpreter (standard library only: no harness schema there)"
+# (module path under harness/, function) -> why its read is not a re-read of a study's run folder.
+READS: dict[tuple[str, str], str] = {
+    # core: the one bounded YAML reader and the one bounded log reader.
+    ("core/yamlio.py", "_compose"): "the one bounded reader of YAML (scenarios, legs, study.yaml) behind validate_at",
+    ("core/logs.py", "read_log"): "the one bounded log reader; run logs reach analysis through the Dataset",
+    ("cli.py", "cmd_client_overhead"): "prints the markdown file the verb just wrote",
+    # workloads: a model's files and a workload's source folder, at plan or build time.
+    ("workloads/mm.py", "folder_images"): "a workload's source images",
+    ("workloads/mm.py", "load_video"): "a workload's source video frames",
+    ("workloads/mm.py", "read_wav"): "a workload's source audio",
+    ("workloads/mm.py", "_json"): "a model's config.json / tokenizer files",
+    ("workloads/mm.py", "model_info"): "a model's chat template",
+    ("workloads/sources.py", "_head"): "a workload source file's magic bytes",
+    ("workloads/sources.py", "_audio_problem"): "a workload's source audio",
+    ("workloads/equivalence.py", "eos_ids"): "a model's generation_config.json",
+    ("workloads/equivalence.py", "collect"): "writes the kept outputs (opened for writing)",
+    ("workloads/equivalence.py", "read_outputs"): "the kept-outputs file's one reader (shared with the worker, "
+                                                  "standard library only); analysis calls it via Dataset.outputs",
+    # measure: legs, the package index, the node, and the run being measured.
+    ("measure/leg.py", "additions"): "a leg's patch files (environment/patches/), hashed",
+    ("measure/leg.py", "resolve"): "the lock file uv just wrote",
+    ("measure/leg.py", "_apply_additions"): "a leg interpreter's reply on stdout; the patch files",
+    ("measure/leg.py", "plugins"): "a leg interpreter's reply on stdout",
+    ("measure/index.py", "index_versions"): "the package index's HTTP reply",
+    ("measure/guard.py", "node_lock"): "the node lock's holder file",
+    ("measure/serve.py", "wait_healthy"): "the server's HTTP health reply",
+    ("measure/loadgen.py", "one_request"): "a server's streamed HTTP reply",
+    ("measure/tinymodel.py", "materialize_architecture"): "a model's config.json, to build a tiny model from",
+    ("measure/executors/ray.py", "run_files"): _MEASURING + " (its files shipped back from a Ray worker)",
+    ("measure/paired.py", "group_cpu_s"): "/proc, the engines' CPU time",
+    ("measure/paired.py", "EngineProc.spawn"): _MEASURING + " (its log, opened for writing)",
+    ("measure/paired.py", "EngineProc._await"): _MEASURING + " (the worker's replies)",
+    ("measure/paired.py", "measure_block"): _MEASURING + " (each engine's log, cut per pass)",
+    ("measure/group.py", "_one_engine"): _MEASURING + " (the group engine's log, cut per workload)",
+    ("measure/run.py", "read_events"): _MEASURING + " (run.jsonl)",
+    ("measure/run.py", "emit"): _MEASURING + " (appends to run.jsonl)",
+    ("measure/run.py", "process_group"): _MEASURING + " (its log, opened for writing)",
+    ("measure/run.py", "orphans"): "/proc, processes a run left behind",
+    ("measure/run.py", "_read_json"): _MEASURING + " (the worker's reply)",
+    ("measure/run.py", "finish"): _MEASURING + " (run.log, for the failure's tracebacks)",
+    ("measure/diagnose.py", "_log"): _MEASURING + " (the DEBUG re-run's log)",
+    ("measure/sweep.py", "reusable"): "the sweep deciding whether a finished record is reused (schema reader)",
+    ("measure/supersede.py", "replacements"): "the sweep deciding which records it measures over (schema reader)",
+    # measure/worker: runs inside the leg's interpreter.
+    ("measure/worker/tokenize_cost.py", "main"): _WORKER + ": its spec.json",
+    ("measure/worker/bench.py", "prompt_vocab"): _WORKER + ": a model's config / tokenizer files",
+    ("measure/worker/bench.py", "Events.__call__"): _WORKER + ": appends to run.jsonl",
+    ("measure/worker/bench.py", "<module>"): _WORKER + ": its spec.json, to report a crash",
+    ("measure/worker/commands.py", "main"): _WORKER + ": its command pipe",
+    ("measure/worker/commands.py", "<module>"): _WORKER + ": its spec.json, to report a crash",
+    ("measure/worker/vllm_bench.py", "main"): _WORKER + ": its spec.json and vLLM's benchmark output",
+    ("measure/worker/kernel_trace.py", "settings_from_env"): _WORKER + ": profiler settings from the environment",
+    ("measure/worker/kernel_trace.py", "read_trace"): "a torch profiler trace: the worker's, or via Dataset.profile",
+    ("measure/worker/stack.py", "_cpuinfo"): _WORKER + ": /proc/cpuinfo",
+    ("measure/worker/stack.py", "_leg_build"): _WORKER + ": the leg venv's marker file",
+    # analyze: one log or run folder a user names, not a study.
+    ("analyze/failure.py", "_read"): "`harness explain FILE`: a log the user names (core.logs.read_log)",
+    ("analyze/failure.py", "_read_if_usable"): "`harness explain DIR`: the logs of a folder the user names",
+    ("analyze/failure.py", "explain"): "`harness explain DIR`: a run folder the user names, not a study",
+    ("analyze/failure.py", "record_class"): "after a sweep: writes the attribution into the record it just measured",
+    ("analyze/rounding.py", "printed_ratios"): "a TSV of figures a source printed (published/*.tsv)",
+    # investigate: experiments measuring now, and files that are not run records.
+    ("investigate/serve_crosscheck.py", "_vllm_point"): _MEASURING + " (vLLM's benchmark log and output)",
+    ("investigate/serve_crosscheck.py", "_start_reason"): _MEASURING + " (the server's run.log)",
+    ("investigate/serve_crosscheck.py", "_manifest_vllm"): _MEASURING + " (the manifest its worker wrote)",
+    ("investigate/window.py", "read_declared"): "a leg interpreter's reply on stdout",
+    ("investigate/client_overhead.py", "_connection"): "an HTTP request body (the trivial endpoint)",
+    ("investigate/client_overhead.py", "_endpoint_cpu_s"): "the trivial endpoint's HTTP reply",
+    ("investigate/crosscheck.py", "_adopt_legacy"): "the first line of the study's crosscheck.md view",
+    ("investigate/crosscheck.py", "tokenization_cost"): "a probe's output in a temporary folder",
+    ("investigate/crosscheck.py", "_vocab"): "a model's config.json",
+    # publish: the report's sources and outputs.
+    ("publish/render.py", "parse_qmd"): "index.qmd's YAML header and cell options",
+    ("publish/render.py", "_render_kernel"): "index.qmd",
+    ("publish/render.py", "_quarto_project"): "the Quarto project file",
+    ("publish/render.py", "_render_quarto"): "Quarto's output",
+    ("publish/notes.py", "read_note"): "a study's authored note (notes/*.md) and its front matter",
+    ("publish/bundle.py", "_logs_tar"): "packs the runs' logs into the bundle as bytes (copied, not parsed)",
+    ("publish/bundle.py", "_patches"): "a leg file under environment/legs/",
+    ("publish/bundle.py", "publish"): "appends to the bundle's MANIFEST.md",
+    ("publish/browser.py", "Chromium.__init__"): "the browser's log, opened for writing",
+    ("publish/browser.py", "Chromium._read_message"): "the browser's DevTools reply",
+    ("publish/browser.py", "check_page"): "the browser's DevTools reply",
+}
+
+_YAML_LOADS = {"load", "safe_load", "full_load", "unsafe_load", "load_all", "safe_load_all"}
+# Readers that take a path and read a run's file for the caller: a run record through its schema
+# reader is still a run folder read again, and so is a log through core.logs.
+_READERS = {"harness.schema.record": {"read"}, "harness.schema.checks": {"read", "read_measured"},
+            "harness.core.logs": {"read_log"}}
+
+
+def _reader_names(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """The names a module calls those readers by: bare (`from harness.schema.record import read`) and
+    the module aliases (`from harness.schema import checks`, `import harness.core.logs as logs`)."""
+    bare: set[str] = set()
+    modules: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                if a.name in _READERS.get(node.module, ()):
+                    bare.add(a.asname or a.name)
+                if f"{node.module}.{a.name}" in _READERS:
+                    modules.add(a.asname or a.name)
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname or a.name for a in node.names if a.name in _READERS}
+    return bare, modules
+
+
+def _is_read(call: ast.Call, bare: set[str], modules: set[str]) -> bool:
+    f = call.func
+    if isinstance(f, ast.Name):
+        return f.id == "open" or f.id in bare
+    if not isinstance(f, ast.Attribute):
+        return False
+    base = f.value.id if isinstance(f.value, ast.Name) else None
+    return (f.attr in ("open", "fdopen", "read_text", "read_bytes")
+            or (base == "json" and f.attr in ("load", "loads"))
+            or (base == "yaml" and f.attr in _YAML_LOADS)
+            or (base in modules and any(f.attr in names for names in _READERS.values())))
+
+
+def reads(root: Path) -> dict[tuple[str, str], list[int]]:
+    """(module path under `root`, enclosing Class.function or <module>) -> lines of file reads, for
+    every module outside OWNERS."""
+    out: dict[tuple[str, str], list[int]] = {}
+
+    def visit(node: ast.AST, rel: str, scope: tuple[str, ...], in_function: bool,
+              names: tuple[set[str], set[str]]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not in_function:
+                # A nested function or class counts as its outermost function: the unit a reader owns.
+                visit(child, rel, scope + (child.name,), not isinstance(child, ast.ClassDef), names)
+                continue
+            if isinstance(child, ast.Call) and _is_read(child, *names):
+                out.setdefault((rel, ".".join(scope) or "<module>"), []).append(child.lineno)
+            visit(child, rel, scope, in_function, names)
+
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(OWNERS):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        visit(tree, rel, (), False, _reader_names(tree))
+    return out
+
+
+def test_only_the_schema_and_the_dataset_read_files_unexcused() -> None:
+    found = reads(HARNESS)
+    unexcused = [f"harness/{m}: {fn} (line {', '.join(map(str, ls))})" for (m, fn), ls in found.items()
+                 if (m, fn) not in READS]
+    assert not unexcused, ("file reads outside harness/schema/ and the Dataset; take the data from the Dataset "
+                           "(or the file's schema reader), or name the function in READS with why:\n"
+                           + "\n".join(unexcused))
+
+
+def test_every_excuse_still_names_a_read() -> None:
+    found = reads(HARNESS)
+    stale = [f"{m}: {fn}" for m, fn in READS if (m, fn) not in found]
+    assert not stale, "READS names functions that read no file (any more):\n" + "\n".join(stale)
+
+
+def test_a_planted_read_is_caught(tmp_path: Path) -> None:
+    # The scan must see each form of read, in a function and in a method, and skip the owners only.
+    pkg = tmp_path / "analyze"
+    pkg.mkdir()
+    (pkg / "planted.py").write_text(
+        "import json, yaml\nfrom pathlib import Path\n"
+        "def state(run_dir):\n    return json.loads((Path(run_dir) / 'results.json').read_text())\n"
+        "class C:\n    def m(self, p):\n        with open(p) as f:\n            return yaml.safe_load(f)\n"
+        "    def n(self, p):\n        def inner():\n            return p.read_bytes()\n        return inner()\n"
+        "from harness.schema import checks as ck\nfrom harness.core.logs import read_log\n"
+        "def rec(d):\n    return ck.read_measured(d / 'results.json'), read_log(d / 'run.log')\n")
+    (pkg / "dataset.py").write_text("import json\ndef load(p):\n    return json.load(open(p))\n")
+    (tmp_path / "schema").mkdir()
+    (tmp_path / "schema" / "record.py").write_text("def read(p):\n    return p.read_text()\n")
+    assert reads(tmp_path) == {("analyze/planted.py", "state"): [4, 4], ("analyze/planted.py", "C.m"): [7, 8],
+                               ("analyze/planted.py", "C.n"): [11], ("analyze/planted.py", "rec"): [16, 16]}
+    assert reads(tmp_path).keys() - READS.keys()   # and the real test would refuse it
