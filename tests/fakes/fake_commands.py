@@ -10,6 +10,10 @@ Behaviour is chosen by the spec's engine_args (they come from the scenario, as i
   fake_init_s:      seconds the engine takes to start (default 0)
   fake_only_tok_s:  with fake_only_leg, that leg's tok/s (a true difference between the legs)
   fake_busy_idle:   while idle, burn CPU in a child process (partner_cpu_s must see it)
+  fake_steady:      a pass reports fake_tok_s times a fixed draw within ±1% (seeded by the engine's
+                    run id and the pass's number, so blocks differ but reruns agree) instead of
+                    scaling it by the pass's measured seconds: a test whose verdict must not depend on
+                    how a loaded host's scheduler stretched a short sleep
   fake_only_leg:    the fake_* behaviours above apply only to this leg's engine (its name is in the
                     run id the harness puts in the environment); other legs behave normally
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -28,12 +33,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "harness" / "measur
 from bench import Events  # noqa: E402
 
 
+def _tok(args: dict, pass_s: float, s: float, n: int) -> float:
+    base = float(args.get("fake_tok_s", 1000.0))
+    if args.get("fake_steady"):
+        return base * random.Random(f"{os.environ.get('HARNESS_RUN_ID', '')}:{n}").uniform(0.99, 1.01)
+    return base * pass_s / s
+
+
 def main(spec_path: str, reply_fd: int) -> int:
     spec = json.loads(Path(spec_path).read_text())
     args = spec["engine_args"]
     only = args.get("fake_only_leg")
     if only and f"/{only}/" not in os.environ.get("HARNESS_RUN_ID", ""):
-        args = {k: v for k, v in args.items() if k in ("fake_pass_s", "fake_tok_s", "fake_init_s", "enable_sleep_mode")}
+        args = {k: v for k, v in args.items()
+                if k in ("fake_pass_s", "fake_tok_s", "fake_init_s", "fake_steady", "enable_sleep_mode")}
     if "fake_only_tok_s" in args:  # this leg's own tok/s (the other legs keep fake_tok_s)
         args["fake_tok_s"] = args["fake_only_tok_s"]
     out = os.fdopen(reply_fd, "w", buffering=1)
@@ -75,13 +88,13 @@ def main(spec_path: str, reply_fd: int) -> int:
             s = time.perf_counter() - t0
             passes.setdefault(i, []).append(s)
             evs[i]("pass_end", round=rnd, seconds=s)
-            tok = float(args.get("fake_tok_s", 1000.0)) * pass_s / s
+            tok = _tok(args, pass_s, s, len(passes[i]))
             out.write(json.dumps({"ok": True, "cmd": what, "seconds": s, "started_at": started, "ended_at": time.time(),
                                   "output_tokens": 10, "value": tok}) + "\n")
         elif what == "finish":
             for i, item in enumerate(items):
                 if i in passes:
-                    tok = [float(args.get("fake_tok_s", 1000.0)) * pass_s / s for s in passes[i]]
+                    tok = [_tok(args, pass_s, s, n + 1) for n, s in enumerate(passes[i])]
                     res = {"metrics": {"throughput_tok_s": statistics.median(tok), "total_tok_s": statistics.median(tok),
                                        "samples_tok_s": tok},
                            "work": {"num_seqs": 1, "output_tokens": 10, "passes": len(tok)},
