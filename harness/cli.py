@@ -17,7 +17,7 @@ EXIT_RUNS_FAILED = 3
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    from harness.investigate.until_decided import until_decided
+    from harness.analyze.until_decided import until_decided
     from harness.measure.sweep import SweepArgs, sweep
 
     res = sweep(SweepArgs.from_cli_args(a), stop_rule=until_decided)
@@ -37,7 +37,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def cmd_crosscheck(a: argparse.Namespace) -> int:
-    from harness.investigate.crosscheck import (crosscheck, crosscheck_md, from_records, tokenization_cost,
+    from harness.experiments.crosscheck import (crosscheck, crosscheck_md, from_records, tokenization_cost,
                                                 tokenization_md)
     from harness.measure.sweep import SweepArgs
 
@@ -55,7 +55,7 @@ def cmd_crosscheck(a: argparse.Namespace) -> int:
 
 
 def cmd_serve_crosscheck(a: argparse.Namespace) -> int:
-    from harness.investigate.serve_crosscheck import crosscheck_md, serve_crosscheck
+    from harness.experiments.serve_crosscheck import crosscheck_md, serve_crosscheck
     from harness.measure.sweep import SweepArgs
 
     if a.repeats < 1:
@@ -132,7 +132,7 @@ def cmd_equivalence(a: argparse.Namespace) -> int:
 
 
 def cmd_engine_reuse(a: argparse.Namespace) -> int:
-    from harness.investigate.engine_reuse import reuse_md, reuse_table
+    from harness.analyze.studies.engine_reuse import reuse_md, reuse_table
 
     if a.per_run == a.per_group:
         raise UserError(f"{a.study_dir}: --per-run and --per-group name the same series ({a.per_run!r}); a series "
@@ -196,7 +196,7 @@ def cmd_legs(a: argparse.Namespace) -> int:
 
 
 def cmd_bisect(a: argparse.Namespace) -> int:
-    from harness.investigate.bisect import BisectArgs, bisect, bisect_section_md
+    from harness.experiments.bisect import BisectArgs, bisect, bisect_section_md
 
     rec, path = bisect(BisectArgs.from_cli_args(a))
     if path is None:
@@ -208,7 +208,7 @@ def cmd_bisect(a: argparse.Namespace) -> int:
 
 
 def cmd_window(a: argparse.Namespace) -> int:
-    from harness.investigate.window import WindowArgs, window, window_section_md
+    from harness.experiments.window import WindowArgs, window, window_section_md
 
     rec, path = window(WindowArgs(package=a.package, probe=a.probe, leg=a.leg, releases=tuple(a.releases),
                                   limit=a.limit, below=a.below, include_pre=a.include_pre, timeout_s=a.timeout_s,
@@ -277,7 +277,7 @@ def cmd_profile_diff(a: argparse.Namespace) -> int:
 
 
 def cmd_client_overhead(a: argparse.Namespace) -> int:
-    from harness.investigate.client_overhead import MD_NAME, run_and_write
+    from harness.experiments.client_overhead import MD_NAME, run_and_write
 
     path = run_and_write(a.out_dir, concurrencies=tuple(a.concurrency), requests=a.requests,
                          output_tokens=a.output_tokens, replace=a.replace)
@@ -443,7 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_legs)
 
     s = sub.add_parser("bisect", help="find the first release between two legs whose metric differs")
-    from harness.investigate.bisect import BisectArgs
+    from harness.experiments.bisect import BisectArgs
     BisectArgs.add_cli_args(s)
     s.set_defaults(func=cmd_bisect)
 
@@ -463,7 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--keep-envs", action="store_true", help="keep the scratch envs")
     s.add_argument("--lock-wait", dest="lock_wait_s", type=float, default=3600,
                    help="seconds to wait for another sweep's node lock (default 3600)")
-    from harness.investigate.window import RESULTS_DIR as WINDOW_DIR
+    from harness.experiments.window import RESULTS_DIR as WINDOW_DIR
     s.add_argument("--results", type=Path, default=WINDOW_DIR, help="where the record goes")
     s.set_defaults(func=cmd_window)
 

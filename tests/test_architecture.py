@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "harness"
 # Lower number = further down the pipeline; a package may import its own rank or lower.
-RANK = {"core": 0, "schema": 1, "workloads": 1, "measure": 2, "analyze": 3, "investigate": 4, "publish": 5,
+RANK = {"core": 0, "schema": 1, "workloads": 1, "measure": 2, "analyze": 3, "experiments": 4, "publish": 5,
         "cli": 6, "__main__": 7, "__init__": 0}
 
 

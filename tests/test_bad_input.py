@@ -527,7 +527,7 @@ workloads:
 def test_a_second_crosscheck_keeps_the_first(tmp_path, fake_sweep, monkeypatch):
     import dataclasses
 
-    from harness.investigate import crosscheck as cc
+    from harness.experiments import crosscheck as cc
     from harness.measure.sweep import SweepArgs
     from tests.conftest import FAKE_BENCH, write_scenario
 

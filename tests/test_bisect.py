@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.investigate import bisect as bis
-from harness.investigate import bisect_legs
+from harness.experiments import bisect as bis
+from harness.experiments import bisect_legs
 from harness import cli
 from harness.measure import leg as legmod
-from harness.investigate.bisect import BisectArgs, Measurement, Rule, search
+from harness.experiments.bisect import BisectArgs, Measurement, Rule, search
 from harness.core.errors import UserError
 from tests.conftest import write_scenario
 

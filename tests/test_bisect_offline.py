@@ -14,9 +14,9 @@ import pytest
 from harness import cli
 from harness.core import paths
 from harness.core.errors import UserError
-from harness.investigate import bisect as bis
-from harness.investigate import bisect_legs
-from harness.investigate.bisect import BisectArgs, Measurement
+from harness.experiments import bisect as bis
+from harness.experiments import bisect_legs
+from harness.experiments.bisect import BisectArgs, Measurement
 from harness.measure import leg as legmod
 from tests.conftest import write_scenario
 from tests.test_bisect import _fake_leg_env

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.investigate import bisect as bis
-from harness.investigate.bisect import BisectArgs, Measurement, search
+from harness.experiments import bisect as bis
+from harness.experiments.bisect import BisectArgs, Measurement, search
 from harness.measure import leg as legmod
 from tests.conftest import write_scenario
 

@@ -7,7 +7,7 @@ import pytest
 
 import json
 
-from harness.investigate import crosscheck as cc
+from harness.experiments import crosscheck as cc
 from harness.measure.sweep import SweepArgs
 from tests.conftest import FAKE_BENCH, write_scenario
 
@@ -66,7 +66,7 @@ def test_dry_run_writes_nothing(tmp_path, fake_sweep):
 @pytest.mark.engine
 def test_tokenization_probe_measures_what_only_vllms_benchmark_times(tmp_path):
     # Real leg, real tokenizer, no engine: encoding the workload's prompts as text takes measurable time.
-    from harness.investigate.crosscheck import tokenization_cost, tokenization_md
+    from harness.experiments.crosscheck import tokenization_cost, tokenization_md
     from harness.measure.sweep import SweepArgs
 
     rows = tokenization_cost(SweepArgs(scenario="cpu-tiny", results=tmp_path, legs=("cpu-0.32.0",),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from studygen import record_dict, write_run, write_study_yaml
 
 from harness.analyze.dataset import load
-from harness.investigate.engine_reuse import reuse_md, reuse_table
+from harness.analyze.studies.engine_reuse import reuse_md, reuse_table
 from harness.measure.sweep import SweepArgs, leg_order, plan
 from tests.conftest import write_scenario
 

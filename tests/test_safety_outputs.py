@@ -274,7 +274,7 @@ def test_a_new_destination_s_parents_go_again_when_the_verb_fails(world, monkeyp
 
 def test_crosscheck_view_never_replaces_a_hand_written_summary(tmp_path):
     from harness.core.errors import UserError
-    from harness.investigate import crosscheck as cc
+    from harness.experiments import crosscheck as cc
 
     study = tmp_path / "cpu-tiny"
     shutil.copytree(TINY, study)

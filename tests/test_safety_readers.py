@@ -156,7 +156,7 @@ def test_tables_warns_and_leaves_the_record_out(tmp_path, capsys):
 @pytest.fixture
 def crosschecked(tmp_path, fake_sweep, monkeypatch):
     """A crosscheck measured with the FAKE bench on both sides, its summary written."""
-    from harness.investigate import crosscheck as cc
+    from harness.experiments import crosscheck as cc
     from harness.measure.sweep import SweepArgs
     from tests.conftest import FAKE_BENCH
     from tests.test_crosscheck import SCENARIO, write_scenario

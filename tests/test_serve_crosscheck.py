@@ -16,7 +16,7 @@ import pytest
 
 from harness import cli
 from harness.core.errors import UserError
-from harness.investigate import serve_crosscheck as sxc
+from harness.experiments import serve_crosscheck as sxc
 from harness.measure.run import emit
 from harness.measure.sweep import SweepArgs
 from tests.conftest import write_scenario

@@ -16,9 +16,9 @@ from harness import cli
 from harness.core import paths
 from harness.measure import index
 from harness.measure import leg as legmod
-from harness.investigate import window as win
+from harness.experiments import window as win
 from harness.core.errors import UserError
-from harness.investigate.window import ReleaseResult, WindowArgs
+from harness.experiments.window import ReleaseResult, WindowArgs
 
 
 @pytest.fixture(autouse=True)

@@ -416,7 +416,7 @@ def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str], *, looks: i
 def sweep(args: SweepArgs, *, executor: Executor | None = None,
           stop_rule: paired.StopRule | None = None) -> SweepResult:
     """Plan and measure. `stop_rule`: what a paired sweep until decided asks after each block (the
-    CLI passes harness.investigate.until_decided; it lives above measure/, as it uses the analysis)."""
+    CLI passes harness.analyze.until_decided; it lives above measure/, as it uses the analysis)."""
     sc, study_dir, planned = plan(args)
     return execute_plan(args, sc, study_dir, planned, executor=executor, stop_rule=stop_rule)
 
@@ -507,7 +507,7 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
 
             if design is not None:
                 if design.until_decided and stop_rule is None:
-                    raise UserError("--until-decided needs its stop rule (harness.investigate.until_decided)")
+                    raise UserError("--until-decided needs its stop rule (harness.analyze.until_decided)")
                 stop = ((lambda done: stop_rule(records, done, design, sc)) if design.until_decided and stop_rule
                         else None)
                 paired.run_paired(planned, design, invocation_id=invocation_id, allow_dirty=args.allow_dirty,

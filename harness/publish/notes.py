@@ -269,7 +269,7 @@ def _comparison(a: str, b: str):  # noqa: ANN202
 
 
 def _bisect(st: Study, a: dict[str, str]) -> str:
-    from harness.investigate import bisect
+    from harness.experiments import bisect
 
     legs = {n for n, _ in _legs(st.canon)}
     models = set(st.canon.cells["model"]) if len(st.canon.cells) else set()
@@ -309,7 +309,7 @@ def _bisect(st: Study, a: dict[str, str]) -> str:
 
 
 def _crosscheck(st: Study, a: dict[str, str]) -> str:
-    from harness.investigate.crosscheck import load as load_crosscheck
+    from harness.experiments.crosscheck import load as load_crosscheck
 
     summary = load_crosscheck(st.root) or {}
     for r in summary.get("rows") or []:

@@ -28,8 +28,8 @@ def diagnostics_intro_md(st: Study) -> str:
 
 
 def crosscheck_section_md(st: Study) -> str:
-    from harness.investigate.crosscheck import band_verdict, crosscheck_md, interval_text
-    from harness.investigate.crosscheck import load as load_crosscheck
+    from harness.experiments.crosscheck import band_verdict, crosscheck_md, interval_text
+    from harness.experiments.crosscheck import load as load_crosscheck
 
     summary = load_crosscheck(st.root)
     if not summary or not summary.get("rows"):
@@ -52,7 +52,7 @@ def crosscheck_section_md(st: Study) -> str:
 def side_records_md(st: Study) -> str:
     """Bisect records of this study's legs and models (a bisect of another model says nothing about
     these), and dependency-window records of its legs (a window is a property of the leg's stack)."""
-    from harness.investigate import bisect, window
+    from harness.experiments import bisect, window
 
     legs = {n for n, _ in _legs(st.canon)}
     models = set(st.canon.cells["model"]) if len(st.canon.cells) else set()

@@ -3,9 +3,9 @@
 The study measured Qwen3-VL-235B-FP8 image throughput at 0.70x between vLLM 0.18 and 0.26 and could
 not say which release did it. `bisect` takes every release between the two, from the package index or
 as given (`--versions`, for a machine that cannot reach an index), finds each one's leg
-(`harness.investigate.bisect_legs`: the release's own reviewed leg file, or the good leg's spec with
+(`harness.experiments.bisect_legs`: the release's own reviewed leg file, or the good leg's spec with
 only `vllm_version` changed), measures them with the sweep machinery
-(`harness.investigate.bisect_measure`: `plan` for the run specs, `execute` through the local
+(`harness.experiments.bisect_measure`: `plan` for the run specs, `execute` through the local
 executor, under the node lock) and searches like `git bisect`:
 
 - the good and the bad leg are measured first, repeat by repeat in turn; if they do not differ by
@@ -56,9 +56,9 @@ from harness.analyze import stats
 from harness.core import paths
 from harness.core.errors import UserError
 from harness.core.logs import scrub
-from harness.investigate.bisect_legs import ReleaseLegs, given_between, release_legs, releases_between
+from harness.experiments.bisect_legs import ReleaseLegs, given_between, release_legs, releases_between
 # Measurement, Measure and SweepMeasure live beside the search; importable from here as before.
-from harness.investigate.bisect_measure import Measure, Measurement, SweepMeasure, console, stack_of
+from harness.experiments.bisect_measure import Measure, Measurement, SweepMeasure, console, stack_of
 from harness.measure import leg as legmod
 from harness.measure.index import index_url, index_versions
 from harness.measure.scenario import Scenario, load_scenario, scenario_path

@@ -144,7 +144,7 @@ def endpoint(log: Path, *, startup_timeout_s: float = 30.0):
     from harness.measure.serve import free_port, wait_healthy
 
     port = free_port()
-    cmd = [sys.executable, "-c", f"from harness.investigate.client_overhead import serve_endpoint; serve_endpoint({port})"]
+    cmd = [sys.executable, "-c", f"from harness.experiments.client_overhead import serve_endpoint; serve_endpoint({port})"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
                                                                          os.environ.get("PYTHONPATH")]))}
     log.parent.mkdir(parents=True, exist_ok=True)
