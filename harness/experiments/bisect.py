@@ -26,15 +26,7 @@ is stopped (a lease that ends, a measurement that raises) leaves that record; th
 Binary search assumes one step change. A measured release that differs in the opposite direction to
 the bad leg shows that assumption failed; the conclusion says so rather than hide it.
 
-Record SCHEMA_VERSION history:
-# 1 - first format: inputs with the rule, one entry per measured step in order, conclusion.
-# 2 - inputs.releases_from: "index" (listed from inputs.index) or "given" (--versions; inputs.index is
-#     then null). A version-1 record was always listed from the index.
-# 3 - the record is written after every measured step, not only at the end: while the search runs (or
-#     after it was stopped) conclusion.kind is "incomplete", finished_at is null, conclusion.suspects the
-#     releases the first differing one can still be, conclusion.unmeasured the releases between not
-#     measured yet; the search's end replaces it with the final record. updated_at: the last write. A
-#     version-2 record was written once, at the end: its updated_at is its finished_at.
+The record's model and format history: `harness.schema.bisect`.
 """
 
 from __future__ import annotations
@@ -45,13 +37,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 from packaging.version import Version
-from pydantic import Field
 
-from harness import __version__, workloads
+from harness import workloads
 from harness.analyze import stats
 from harness.core import paths
 from harness.core.errors import UserError
@@ -63,105 +53,19 @@ from harness.measure import leg as legmod
 from harness.measure.index import index_url, index_versions
 from harness.measure.scenario import Scenario, load_scenario, scenario_path
 from harness.schema import record
-from harness.schema.base import Frozen
+from harness.schema import bisect as schema
+from harness.schema.bisect import (MIGRATIONS, SCHEMA_VERSION, BisectRecord, Conclusion, ConclusionKind, Inputs, Role,
+                                   Rule, Step, read_record, read_records, write_record)
 
-SCHEMA_VERSION = 3
-RESULTS_DIR = paths.RESULTS / "bisect"
-
-
-class Rule(Frozen):
-    threshold: float = Field(0.03, ge=0, description="smallest |ratio - 1| that counts as a change")
-    confidence: float = Field(0.95, gt=0, lt=1)
-    min_ok: int = Field(2, ge=2, description="fewer ok repeats than this and the release is skipped")
-
-    @property
-    def text(self) -> str:
-        return (f"a release differs from the good leg when the {self.confidence:.0%} interval of its "
-                f"ratio to the good leg ({stats.METHOD}) excludes 1.0 and the ratio is more than "
-                f"{self.threshold:.0%} away from 1.0; a release with fewer than {self.min_ok} ok repeats, "
-                f"or whose env cannot be resolved or built, is skipped")
-
-    def differs(self, r: stats.Ratio) -> bool:
-        if r.value is None or r.low is None or r.high is None:
-            return False
-        return (r.low > 1 or r.high < 1) and abs(r.value - 1) > self.threshold
+RESULTS_DIR = schema.RESULTS_DIR
 
 
-Role = Literal["good", "bad", "step"]
-
-
-class Step(Frozen):
-    index: int                     # order of measurement
-    role: Role
-    version: str
-    leg: str
-    compat_id: str | None = None
-    stack: dict[str, str] = Field(default_factory=dict)
-    samples: list[float] = Field(default_factory=list)
-    median: float | None = None
-    ratio: float | None = None     # step vs good, >1 is faster; the decision was made on it
-    ci_low: float | None = None
-    ci_high: float | None = None
-    verdict: str = ""              # harness.analyze.stats' verdict, "reference" for the good leg, or "skipped"
-    differs: bool | None = None
-    skipped: bool = False
-    reason: str = ""
-    failures: list[str] = Field(default_factory=list)
-    run_ids: list[str] = Field(default_factory=list)
-
-
-# "incomplete": the search has not ended (it is running, or was stopped); no release is concluded.
-ConclusionKind = Literal["first_differing", "no_change", "ambiguous", "endpoint_failed", "incomplete"]
-
-
-class Conclusion(Frozen):
-    kind: ConclusionKind
-    text: str
-    first_differing: str | None = None
-    last_same: str | None = None
-    suspects: list[str] = Field(default_factory=list)  # ambiguous, incomplete: any of these may be the first
-    unmeasured: list[str] = Field(default_factory=list)  # incomplete: releases between not measured yet
-    notes: list[str] = Field(default_factory=list)
-
-
-class Inputs(Frozen):
-    scenario: str
-    good: str
-    bad: str
-    good_version: str
-    bad_version: str
-    vllm_dist: str
-    model: str
-    workload: str
-    arm: str
-    metric: str
-    higher_is_better: bool
-    repeats: int
-    rule: Rule
-    rule_text: str
-    index: str | None = None       # the index the releases were listed from; None when they were given
-    releases_from: Literal["index", "given"] = "index"
-
-
-class BisectRecord(Frozen):
-    schema_version: int = SCHEMA_VERSION
-    kind: Literal["bisect"] = "bisect"
-    harness_version: str = __version__
-    created_at: str
-    finished_at: str | None = None   # null while the search is incomplete
-    updated_at: str | None = None    # when the record was last written
-    node: str | None = None
-    inputs: Inputs
-    releases: list[str]            # between good and bad (listed or given), in search order (good side first)
-    legs: dict[str, str] = Field(default_factory=dict)  # version -> its leg, whether measured or not
-    steps: list[Step]
-    conclusion: Conclusion
-    runs_dir: str | None = None    # the run records, relative to the record file
-
-    @property
-    def complete(self) -> bool:
-        """The search ended; an incomplete record says what was measured, never which release changed."""
-        return self.conclusion.kind != "incomplete"
+def rule_text(rule: Rule) -> str:
+    """The rule in words, as the record keeps it (`inputs.rule_text`)."""
+    return (f"a release differs from the good leg when the {rule.confidence:.0%} interval of its "
+            f"ratio to the good leg ({stats.METHOD}) excludes 1.0 and the ratio is more than "
+            f"{rule.threshold:.0%} away from 1.0; a release with fewer than {rule.min_ok} ok repeats, "
+            f"or whose env cannot be resolved or built, is skipped")
 
 
 # --- the search -----------------------------------------------------------------------------------
@@ -405,7 +309,7 @@ def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectR
     order = [good.vllm_version, *between, bad.vllm_version]
     inputs = Inputs(scenario=sc.name, good=good.name, bad=bad.name, good_version=good.vllm_version,
                     bad_version=bad.vllm_version, vllm_dist=good.vllm_dist, model=model, workload=wl_name, arm=arm,
-                    metric=metric, higher_is_better=higher, repeats=args.repeats, rule=rule, rule_text=rule.text,
+                    metric=metric, higher_is_better=higher, repeats=args.repeats, rule=rule, rule_text=rule_text(rule),
                     index=index, releases_from="given" if args.versions is not None else "index")
     console.print(f"bisect {good.name} -> {bad.name}: {len(between)} release(s) between "
                   f"{'on ' + index if index else 'given'}: {', '.join(between) or '(none)'}")
@@ -481,41 +385,6 @@ def _record(inputs: Inputs, between: list[str], legs: dict[str, str], steps: lis
     return BisectRecord(created_at=started, finished_at=None if conclusion.kind == "incomplete" else now,
                         updated_at=now, node=os.uname().nodename, inputs=inputs, releases=between, legs=legs,
                         steps=steps, conclusion=conclusion)
-
-
-# --- the record -----------------------------------------------------------------------------------
-
-def write_record(rec: BisectRecord, path: Path) -> Path:
-    record.write_json_atomic(path, rec.model_dump(mode="json"))
-    return path
-
-
-def _update_to_2(old: dict, path: Path) -> dict:
-    """Version 1 -> 2: a version-1 record's releases were listed from the index."""
-    inputs = old.get("inputs")
-    return old | {"schema_version": 2,
-                  "inputs": ({"releases_from": "index"} | inputs) if isinstance(inputs, dict) else inputs}
-
-
-def _update_to_3(old: dict, path: Path) -> dict:
-    """Version 2 -> 3: a version-2 record was written once, when its search ended."""
-    return old | {"schema_version": 3, "updated_at": old.get("finished_at")}
-
-
-MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3}
-
-
-def read_record(path: Path) -> BisectRecord:
-    """One bisect record, of this or an older version (migrated), complete or not (`.complete`)."""
-    return record.read_typed(path, "bisect", BisectRecord, SCHEMA_VERSION,  # type: ignore[return-value]
-                             migrations=MIGRATIONS)
-
-
-def read_records(root: Path = RESULTS_DIR) -> list[BisectRecord]:
-    """Every bisect record directly under `root`, oldest first (for the report and the notebooks); an
-    incomplete one among them (`.complete` false) concludes nothing."""
-    return record.read_typed_dir(root, "bisect", BisectRecord, SCHEMA_VERSION,  # type: ignore[return-value]
-                                 migrations=MIGRATIONS)
 
 
 def bisect_section_md(rec: BisectRecord) -> str:

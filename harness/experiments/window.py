@@ -9,8 +9,7 @@ declared range and flags "declared range admits broken releases".
 
 Releases are listed from the package index by `harness.measure.index`.
 
-Record SCHEMA_VERSION history:
-# 1 - first format: inputs, declared requirements, one entry per tested release, windows, flags.
+The record's model and format history: `harness.schema.window`.
 """
 
 from __future__ import annotations
@@ -25,32 +24,30 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from packaging.markers import InvalidMarker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
-from pydantic import Field
 from rich.console import Console
 
-from harness import __version__
 
 from harness.measure import leg as legmod
 
 from harness.core import paths
 
 from harness.schema import record
-from harness.schema.base import Frozen
+from harness.schema import window as schema
+from harness.schema.window import (SCHEMA_VERSION, Declared, Install, ReleaseResult, Window, WindowRecord, read_record,
+                                   read_records, write_record)
 from harness.core.errors import LegEnvError, UserError
 from harness.core.logs import scrub
 from harness.measure.index import index_url, index_versions, lock_versions
 from harness.measure.leg import LegEnv, LegSpec
 from harness.measure.lock import waiting_node_lock
 
-SCHEMA_VERSION = 1
-RESULTS_DIR = paths.RESULTS / "window"
+RESULTS_DIR = schema.RESULTS_DIR
 ADMITS_BROKEN = "declared range admits broken releases"
 EXCLUDES_WORKING = "declared range excludes working releases"
 
@@ -58,12 +55,6 @@ console = Console(stderr=True)
 
 
 # --- the declared range ---------------------------------------------------------------------------
-
-class Declared(Frozen):
-    dist: str          # the installed distribution that declares it
-    requirement: str   # as written in its metadata, marker included
-    applies: bool      # its marker holds in the leg env (extras are not requested)
-
 
 _DECLARED_PROBE = """
 import importlib.metadata as md, json, platform, re, sys
@@ -157,59 +148,6 @@ def select_releases(releases: Sequence[Version], spec: SpecifierSet, *, limit: i
 
 
 # --- the experiment -------------------------------------------------------------------------------
-
-Install = Literal["lock", "relaxed", "failed"]
-
-
-class ReleaseResult(Frozen):
-    version: str
-    admitted: bool                 # inside the combined declared range
-    install: Install               # lock: leg lock + this release; relaxed: re-resolved around it
-    install_error: str = ""
-    moved: dict[str, str] = Field(default_factory=dict)  # other packages moved by a relaxed resolve
-    works: bool | None = None      # None: never installed, so never probed
-    rc: int | None = None
-    seconds: float | None = None
-    stderr_last: str = ""
-    stdout_last: str = ""
-    env: str | None = None         # the scratch env's name (leg + release + compat id)
-
-
-class Window(Frozen):
-    first: str                     # oldest and newest tested release that works, with every
-    last: str                      # tested release between them working too
-    below: str | None = None       # nearest tested release under `first` (it did not work)
-    above: str | None = None
-
-
-class WindowRecord(Frozen):
-    schema_version: int = SCHEMA_VERSION
-    kind: Literal["window"] = "window"
-    harness_version: str = __version__
-    created_at: str
-    finished_at: str | None = None
-    node: str | None = None
-    package: str
-    probe: str
-    probe_sha256: str
-    leg: str
-    leg_label: str
-    vllm_dist: str
-    vllm_version: str
-    leg_compat_id: str
-    leg_resolves_to: str | None    # PACKAGE's version in the leg's own lock
-    index: str
-    declared: list[Declared]
-    declared_range: str            # the combined specifier of the requirements that apply; "" = any
-    releases: list[ReleaseResult]  # ascending
-    windows: list[Window]
-    flags: list[str]
-    notes: list[str] = Field(default_factory=list)
-
-    @property
-    def admits_broken(self) -> list[str]:
-        return [r.version for r in self.releases if r.admitted and r.works is False]
-
 
 def windows(results: Sequence[ReleaseResult]) -> list[Window]:
     """Maximal runs of tested releases that work; a release that did not install breaks a run too."""
@@ -444,21 +382,7 @@ def _settings_of(path: Path) -> dict | None:
         return None
 
 
-# --- the record -----------------------------------------------------------------------------------
-
-def write_record(rec: WindowRecord, path: Path) -> Path:
-    record.write_json_atomic(path, rec.model_dump(mode="json"))
-    return path
-
-
-def read_record(path: Path) -> WindowRecord:
-    return record.read_typed(path, "window", WindowRecord, SCHEMA_VERSION)
-
-
-def read_records(root: Path = RESULTS_DIR) -> list[WindowRecord]:
-    """Every window record directly under `root`, oldest first (for the report and the notebooks)."""
-    return record.read_typed_dir(root, "window", WindowRecord, SCHEMA_VERSION)  # type: ignore[return-value]
-
+# --- the report section ---------------------------------------------------------------------------
 
 def _range_text(w: Window, status: dict[str, str]) -> str:
     s = w.first if w.first == w.last else f"{w.first} … {w.last}"
