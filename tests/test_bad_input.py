@@ -371,7 +371,7 @@ STUDY_CASES = [
 
 
 @pytest.mark.parametrize("case", STUDY_CASES, ids=[c[0] for c in STUDY_CASES])
-@pytest.mark.parametrize("verb", ["tables", "report", "export"])
+@pytest.mark.parametrize("verb", ["tables", "report"])
 def test_not_a_study(tmp_path, run_cli, case, verb):
     _, make, culprit = case
     target = make(tmp_path)

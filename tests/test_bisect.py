@@ -153,7 +153,7 @@ def test_record_round_trip_and_section(tmp_path):
     back = bis.read_record(path)
     assert back == rec and back.schema_version == bis.SCHEMA_VERSION
     assert bis.read_records(tmp_path) == [rec]
-    md = bis.bisect_section_md(back)
+    md = bis.summary_md(bis.summary(back))
     assert "first differing release: 0.30.0" in md and "excludes 1.0" in md
     assert md.count("\n| ") == len(rec.steps) + 1  # header + one row per step (separator starts "|---")
     assert "x / y" in md  # a '|' in a reason must not break the table
@@ -192,7 +192,7 @@ def test_derived_leg_changes_only_the_release():
 
 def test_cli_unknown_leg_is_one_line_and_touches_nothing(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(bis, "index_versions", lambda *a, **k: pytest.fail("listed releases before validating"))
-    rc = cli.main(["bisect", "--scenario", "cpu-tiny", "--good", "cpu-9.9.9", "--bad", "cpu-0.32.0",
+    rc = cli.main(["search", "bisect", "--scenario", "cpu-tiny", "--good", "cpu-9.9.9", "--bad", "cpu-0.32.0",
                    "--results", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1
@@ -201,12 +201,12 @@ def test_cli_unknown_leg_is_one_line_and_touches_nothing(tmp_path, capsys, monke
 
 
 def test_cli_rejects_bad_arguments(tmp_path, capsys):
-    base = ["bisect", "--scenario", "cpu-tiny", "--good", "cpu-0.27.1", "--bad", "cpu-0.32.0"]
+    base = ["search", "bisect", "--scenario", "cpu-tiny", "--good", "cpu-0.27.1", "--bad", "cpu-0.32.0"]
     assert cli.main([*base, "--repeats", "1"]) == 2
     assert "--repeats should be at least 2" in capsys.readouterr().err
     assert cli.main([*base, "--workload", "nope"]) == 2
     assert "cpu-tiny.yaml: no workload named 'nope'" in capsys.readouterr().err
-    assert cli.main(["bisect", "--scenario", "cpu-tiny", "--good", "cpu-0.27.1", "--bad", "cpu-0.27.1"]) == 2
+    assert cli.main(["search", "bisect", "--scenario", "cpu-tiny", "--good", "cpu-0.27.1", "--bad", "cpu-0.27.1"]) == 2
     assert "--good and --bad name the same leg ('cpu-0.27.1')" in capsys.readouterr().err
 
 

@@ -46,6 +46,7 @@ from harness.analyze import stats
 from harness.core import paths
 from harness.core.errors import UserError
 from harness.core.logs import scrub
+from harness.experiments import Ran
 from harness.experiments.bisect_legs import ReleaseLegs, given_between, release_legs, releases_between
 # Measurement, Measure and SweepMeasure live beside the search; importable from here as before.
 from harness.experiments.bisect_measure import Measure, Measurement, SweepMeasure, console, stack_of
@@ -387,13 +388,87 @@ def _record(inputs: Inputs, between: list[str], legs: dict[str, str], steps: lis
                         steps=steps, conclusion=conclusion)
 
 
-def bisect_section_md(rec: BisectRecord) -> str:
+# --- the experiment (harness.experiments) ---------------------------------------------------------
+
+NAME = "bisect"
+GROUP = "search"
+HELP = "find the first release between two legs whose metric differs"
+EXAMPLE = "harness search bisect --scenario cpu-tiny --good cpu-0.27.1 --bad cpu-0.32.0 --repeats 3"
+SIDE_SECTION = True   # the report shows each bisect of the study's legs and models beside its tables
+Args = BisectArgs
+
+
+def run(args: BisectArgs) -> Ran:
+    """The search (`bisect`); a dry run writes nothing."""
+    rec, path = bisect(args)
+    return Ran(record=rec, files=() if path is None else (path,))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Summary:
+    record: BisectRecord
+    unit: str                             # of the step medians
+    between_legs: dict[str, str]          # release between the two legs -> its leg
+    stacks: dict[str, dict[str, str]]     # release -> its resolved stack, for the measured ones
+
+
+def summary(rec: BisectRecord) -> Summary:
+    i = rec.inputs
+    return Summary(record=rec, unit="tok/s" if i.higher_is_better else "ms/tok",
+                   between_legs={v: leg for v, leg in rec.legs.items() if v not in (i.good_version, i.bad_version)},
+                   stacks={s.version: s.stack for s in rec.steps if s.stack})
+
+
+def study_records(study_dir: Path, legs: set[str], models: set[str]) -> list[BisectRecord]:
+    """The bisect records of the study's legs and models (a bisect of another model says nothing
+    about these), from the results root's bisect/ folder."""
+    folder = study_dir.parent / "bisect"
+    return [r for r in (read_records(folder) if folder.is_dir() else [])
+            if {r.inputs.good, r.inputs.bad} <= legs and r.inputs.model in models]
+
+
+def quote(records: Sequence[BisectRecord], a: dict[str, str]) -> str:
+    """`{{ bisect: version=V, stat=median|ratio|n|spread [, model=M, workload=W] }}`: one step's number,
+    narrowed by model= and workload= where given; two records with the step and neither given is a
+    question, not a pick."""
+    recs = [r for r in records if a.get("model", r.inputs.model) == r.inputs.model
+            and a.get("workload", r.inputs.workload) == r.inputs.workload]
+    having = [r for r in recs if any(s.version == a.get("version") for s in r.steps)]
+    if len(having) > 1:
+        raise UserError(f"bisect: {len(having)} bisect records have a step {a.get('version')!r} ("
+                        + ", ".join(f"{r.inputs.model} / {r.inputs.workload}" for r in having)
+                        + "); name one with model= and workload=")
+    for rec in having:
+        for step in rec.steps:
+            if step.version == a.get("version"):
+                if step.median is None:
+                    # A skipped release has no number to quote; say so rather than print a blank.
+                    raise UserError(f"bisect: step {step.version} of {rec.inputs.good} → {rec.inputs.bad} was not "
+                                    f"measured ({step.reason or 'skipped'}); nothing to quote")
+                if a.get("stat", "median") == "median":
+                    return f"{step.median:,.2f}" if abs(step.median) >= 10 else f"{step.median:.4g}"
+                if a.get("stat") == "ratio":
+                    if step.ratio is None:
+                        raise UserError(f"bisect: step {step.version} is the reference; it has no ratio to quote")
+                    ci = (f" [{step.ci_low:.3f}, {step.ci_high:.3f}]"
+                          if step.ci_low is not None and step.ci_high is not None else "")
+                    return f"{step.ratio:.3f}x{ci}"
+                if a.get("stat") == "n":
+                    return str(len(step.samples))
+                if a.get("stat") == "spread":
+                    sp = stats.spread(list(step.samples))
+                    return "—" if sp is None else f"{sp:.1%}"
+    raise UserError(f"bisect: no step of version {a.get('version')!r} in a bisect record of this study's legs")
+
+
+def summary_md(summary: Summary) -> str:
     """The record as a report section: inputs, the rule, one row per measured step, the conclusion;
     for an incomplete record what was measured so far and what was not, said as no conclusion."""
+    rec = summary.record
     i = rec.inputs
-    unit = "tok/s" if i.higher_is_better else "ms/tok"
+    unit = summary.unit
     source = "given (`--versions`; no index was consulted)" if i.releases_from == "given" else "on the index"
-    legs = ", ".join(f"{v} `{leg}`" for v, leg in rec.legs.items() if v not in (i.good_version, i.bad_version))
+    legs = ", ".join(f"{v} `{leg}`" for v, leg in summary.between_legs.items())
     lines = [
         f"### Bisect: {i.scenario} / {i.model} / {i.workload}, {i.good} → {i.bad}"
         + ("" if rec.complete else " (search incomplete)"),
@@ -426,7 +501,7 @@ def bisect_section_md(rec: BisectRecord) -> str:
         lines += ["", f"**Search incomplete, no conclusion:** {rec.conclusion.text.removeprefix(INCOMPLETE)}."]
     for n in rec.conclusion.notes:
         lines += ["", f"Note: {n}."]
-    stacks = {s.version: s.stack for s in rec.steps if s.stack}
+    stacks = summary.stacks
     if stacks:
         lines += ["", "Resolved stacks: " + "; ".join(
             f"{v}: " + ", ".join(f"{k} {x}" for k, x in st.items()) for v, st in stacks.items()) + "."]

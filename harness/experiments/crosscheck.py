@@ -12,15 +12,19 @@ the timed region.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import hashlib
 import json
 import re
 import statistics
+import sys
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core import paths
+from harness.experiments import Ran
 
 from harness.schema import checks
 from harness.schema import crosscheck as crosscheck_file
@@ -536,3 +540,88 @@ def tokenization_md(rows: list[dict]) -> str:
         sh = "—" if r["share"] is None else f"{r['share']:.1%}"
         lines.append(f"| {r['leg']} | `{r['model']}` | {r['workload']} | {r['tokenize_s']:.3f} | {vt} | {sh} |")
     return "\n".join(lines) + "\n"
+
+
+# --- the experiment (harness.experiments) ---------------------------------------------------------
+
+NAME = "crosscheck"
+GROUP = "check"
+HELP = "harness vs vLLM's own throughput benchmark, same venv and scenario"
+EXAMPLE = "harness check crosscheck cpu-crosscheck --repeats 3"
+SIDE_SECTION = False   # the report gives it its own section (publish.sections.diagnostics)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Args:
+    sweep: SweepArgs
+    prefix_caching: bool = False
+    tokenization: bool = False
+    from_records: bool = False
+
+    @classmethod
+    def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
+        SweepArgs.add_cli_args(p)
+        p.add_argument("--prefix-caching", action="store_true",
+                       help="leave prefix caching on (vLLM's random prompts then share prefixes by chance)")
+        p.add_argument("--tokenization", action="store_true",
+                       help="measure only what vLLM's benchmark times and the harness does not: encoding the "
+                            "workload's prompts as text with the leg's tokenizer (no engine)")
+        p.add_argument("--from-records", action="store_true",
+                       help="measure nothing: summarise the finished records in the study folder (a crosscheck "
+                            "cut short), naming each planned repeat without one; needs no leg env")
+
+    @classmethod
+    def from_cli_args(cls, a: argparse.Namespace) -> "Args":
+        return cls(sweep=SweepArgs.from_cli_args(a), prefix_caching=a.prefix_caching, tokenization=a.tokenization,
+                   from_records=a.from_records)
+
+
+@dataclass(frozen=True)
+class TokenizationCost:
+    """`--tokenization`'s rows (tokenization_cost): measured, shown, written nowhere."""
+    rows: list[dict]
+
+
+def run(args: Args) -> Ran:
+    if args.tokenization:
+        return Ran(record=TokenizationCost(tokenization_cost(args.sweep)))
+    if args.from_records:
+        problems: list[Problem] = []
+        summary = from_records(args.sweep, prefix_caching=args.prefix_caching, problems=problems)
+        for p in problems:
+            print(f"warning: {p.path.resolve()}: {p.what}", file=sys.stderr)
+    else:
+        summary = crosscheck(args.sweep, prefix_caching=args.prefix_caching)
+    return Ran(record=CrosscheckRecord.model_validate(summary))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Summary:
+    record: CrosscheckRecord | TokenizationCost
+    band: float | None = None   # the study's target band around 1.0 (study.yaml crosscheck_band), if any
+
+
+def summary(rec: CrosscheckRecord | TokenizationCost) -> Summary:
+    return Summary(record=rec)
+
+
+def summary_md(s: Summary) -> str:
+    if isinstance(s.record, TokenizationCost):
+        return tokenization_md(s.record.rows)
+    return crosscheck_md(s.record.model_dump(), s.band)
+
+
+def study_records(study_dir: Path, legs: set[str], models: set[str]) -> list[CrosscheckRecord]:
+    """The study's crosscheck rows (every kept workload and setting), as one record."""
+    found = load(study_dir)
+    return [CrosscheckRecord.model_validate(found)] if found else []
+
+
+def quote(records: Sequence[CrosscheckRecord], a: dict[str, str]) -> str:
+    """`{{ crosscheck: leg=L, model=M, workload=W, stat=harness|vllm }}`: the median tok/s of one side."""
+    for rec in records:
+        for r in rec.rows:
+            if (r.leg, r.model, r.workload) == (a.get("leg"), a.get("model"), a.get("workload")):
+                vals = r.harness_tok_s if a.get("stat", "harness") == "harness" else r.vllm_tok_s
+                return f"{statistics.median(vals):,.0f}"
+    raise UserError(f"crosscheck: no row {a.get('leg')} {a.get('model')} {a.get('workload')} in this study")

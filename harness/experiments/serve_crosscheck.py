@@ -20,6 +20,7 @@ harness.schema.serve_crosscheck.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import shutil
@@ -34,6 +35,7 @@ from typing import Any, Literal
 
 from harness.analyze.stats import ratio
 from harness.core import paths
+from harness.experiments import Ran
 from harness.core.errors import UserError
 from harness.core.logs import root_cause, scrub
 from harness.measure import guard, loadgen
@@ -566,3 +568,71 @@ def crosscheck_md(records: Sequence[ServeCrosscheckRecord]) -> str:
     if versions:
         lines += ["", "Versions: " + "; ".join(versions) + "."]
     return "\n".join(lines) + "\n"
+
+
+# --- the experiment (harness.experiments) ---------------------------------------------------------
+
+NAME = "serve"
+GROUP = "check"
+HELP = ("harness serve numbers vs vLLM's own serve benchmark (`vllm bench serve`), the same server and "
+        "settings, point by point")
+EXAMPLE = "harness check serve cpu-serve --leg cpu-0.32.0 --repeats 2"
+SIDE_SECTION = False
+quote = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Args:
+    sweep: SweepArgs
+
+    @classmethod
+    def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
+        p.add_argument("scenario", help="scenario name (scenarios/NAME.yaml) or path")
+        p.add_argument("--results", type=Path, default=paths.RESULTS, help="results root (default: results/)")
+        p.add_argument("--study", help="study folder under the results root (default: the scenario name)")
+        for name in ("legs", "models", "workloads"):
+            p.add_argument(f"--{name[:-1]}", dest=name, action="append", default=[],
+                           help=f"only this {name[:-1]} (repeatable; default: every one with a serve workload)")
+        p.add_argument("--repeats", type=int, default=1, help="repeats, one server each (default 1)")
+        again = p.add_mutually_exclusive_group()
+        again.add_argument("--resume", action="store_true",
+                           help="an earlier record of the same settings: keep its repeats, measure only those it "
+                                "lacks")
+        again.add_argument("--supersede", action="store_true",
+                           help="an earlier record of the same settings: move it to superseded/<invocation>/, "
+                                "measure again")
+        p.add_argument("--retry-failed", action="store_true", help="with --resume, measure its failed repeats again")
+
+    @classmethod
+    def from_cli_args(cls, a: argparse.Namespace) -> "Args":
+        if a.repeats < 1:
+            raise UserError("--repeats should be at least 1")
+        if a.retry_failed and not a.resume:
+            raise UserError("--retry-failed goes with --resume")
+        return cls(sweep=SweepArgs(scenario=a.scenario, results=a.results, study=a.study, legs=tuple(a.legs),
+                                   models=tuple(a.models), workloads=tuple(a.workloads), repeats=a.repeats,
+                                   resume=a.resume, retry_failed=a.retry_failed, supersede=a.supersede))
+
+
+def run(args: Args) -> Ran:
+    res = serve_crosscheck(args.sweep)
+    return Ran(record=tuple(res.records), files=tuple(p for p in [*res.files, res.view] if p is not None))
+
+
+@dataclass(frozen=True)
+class Summary:
+    records: tuple[ServeCrosscheckRecord, ...]
+
+
+def summary(records: Sequence[ServeCrosscheckRecord]) -> Summary:
+    return Summary(tuple(records))
+
+
+def summary_md(s: Summary) -> str:
+    return crosscheck_md(s.records)
+
+
+def study_records(study_dir: Path, legs: set[str], models: set[str]) -> list[tuple[ServeCrosscheckRecord, ...]]:
+    """Every kept serve-crosscheck record of the study, as the one view the study's serve-crosscheck.md is."""
+    recs = [r for r in load_all(study_dir) if r.leg in legs and r.model in models]
+    return [tuple(recs)] if recs else []

@@ -14,6 +14,7 @@ The record's model and format history: `harness.schema.window`.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -33,6 +34,7 @@ from packaging.version import InvalidVersion, Version
 from rich.console import Console
 
 
+from harness.experiments import Ran
 from harness.measure import leg as legmod
 
 from harness.core import paths
@@ -279,6 +281,30 @@ class WindowArgs:
     lock_wait_s: float = 3600
     name: str | None = None
 
+    @classmethod
+    def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
+        p.add_argument("package")
+        p.add_argument("--probe", required=True,
+                       help="Python code run by each scratch env's python; exit 0 means it works "
+                            "(HARNESS_TINY_MODEL holds the tiny model's path if the code names it)")
+        p.add_argument("--leg", help="leg whose lock and declared range are used (default: the newest buildable)")
+        p.add_argument("--release", dest="releases", action="append", default=[], help="test this release (repeatable)")
+        p.add_argument("--limit", type=int, default=8, help="releases to test when none are named (default 8)")
+        p.add_argument("--below", type=int, default=2, help="releases under the declared range to include (default 2)")
+        p.add_argument("--pre", dest="include_pre", action="store_true", help="include pre-releases")
+        p.add_argument("--timeout", dest="timeout_s", type=float, default=600, help="probe timeout in seconds")
+        p.add_argument("--index-url", dest="index", help="package index to list releases from")
+        p.add_argument("--offline", action="store_true", help="resolve from uv's cache only")
+        p.add_argument("--keep-envs", action="store_true", help="keep the scratch envs")
+        p.add_argument("--lock-wait", dest="lock_wait_s", type=float, default=3600,
+                       help="seconds to wait for another sweep's node lock (default 3600)")
+        p.add_argument("--results", type=Path, default=RESULTS_DIR, help="where the record goes")
+
+    @classmethod
+    def from_cli_args(cls, a: argparse.Namespace) -> "WindowArgs":
+        got = {k: getattr(a, k) for k in cls.__dataclass_fields__ if k != "name"}
+        return cls(**got | {"releases": tuple(a.releases)})
+
 
 def default_leg() -> str:
     """The newest buildable leg by vLLM version."""
@@ -390,8 +416,43 @@ def _range_text(w: Window, status: dict[str, str]) -> str:
     return s + (f" ({'; '.join(edges)})" if edges else "")
 
 
-def window_section_md(rec: WindowRecord) -> str:
+# --- the experiment (harness.experiments) ---------------------------------------------------------
+
+NAME = "window"
+GROUP = "search"
+HELP = "probe releases of a dependency in scratch envs of a leg"
+EXAMPLE = ("harness search window nvidia-cutlass-dsl --leg cpu-0.32.0 "
+           "--probe 'import cutlass' --release 4.5.0 --release 4.6.0")
+SIDE_SECTION = True   # a window is a property of the leg's stack: the report shows each of its legs'
+Args = WindowArgs
+quote = None          # a note quotes no number from a window record
+
+
+def run(args: WindowArgs) -> Ran:
+    rec, path = window(args)
+    return Ran(record=rec, files=(path,))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Summary:
+    record: WindowRecord
+    status: dict[str, str]   # release -> why it is outside a window ("fails", "not installable")
+
+
+def summary(rec: WindowRecord) -> Summary:
+    return Summary(record=rec,
+                   status={r.version: "fails" if r.works is False else "not installable" for r in rec.releases})
+
+
+def study_records(study_dir: Path, legs: set[str], models: set[str]) -> list[WindowRecord]:
+    """The window records of the study's legs, from the results root's window/ folder."""
+    folder = study_dir.parent / "window"
+    return [r for r in (read_records(folder) if folder.is_dir() else []) if r.leg in legs]
+
+
+def summary_md(summary: Summary) -> str:
     """The record as a report section: declared range, one row per tested release, the window, flags."""
+    rec = summary.record
     works = {True: "works", False: "**fails**", None: "not installed"}
     lines = [
         f"### Dependency window: `{rec.package}` on leg {rec.leg} ({rec.vllm_dist} {rec.vllm_version})",
@@ -411,7 +472,7 @@ def window_section_md(rec: WindowRecord) -> str:
         lines.append(f"| {r.version} | {'yes' if r.admitted else 'no'} | {install} | {works[r.works]} | "
                      f"{'' if r.rc is None else r.rc} | {err.replace('|', '/')[:160]} |")
     lines.append("")
-    status = {r.version: "fails" if r.works is False else "not installable" for r in rec.releases}
+    status = summary.status
     if rec.windows:
         lines.append("Working window among the tested releases: "
                      + "; ".join(_range_text(w, status) for w in rec.windows) + ".")
