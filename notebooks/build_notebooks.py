@@ -400,7 +400,7 @@ papermill notebooks/kernel_diff.ipynb out.ipynb -k python3
 papermill notebooks/kernel_diff.ipynb out.ipynb -k python3 -p model tiny-qwen2-vl -p workload image
 ```
 
-The same as a command: `harness profile-diff results/cpu-profile --model tiny-llama --workload mixed
+The same as a command: `harness compare profiles results/cpu-profile --model tiny-llama --workload mixed
 --legs cpu-0.27.1 cpu-0.32.0`.
 """ + RUN_NOTE),
     params("""\

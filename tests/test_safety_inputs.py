@@ -372,7 +372,7 @@ def test_explain_caps_a_line_without_end(tmp_path):
     assert "characters of this line not read]" in text
 
 
-# --- serve-crosscheck flags, as the README documents them ------------------------------------------
+# --- check serve's flags, as the README documents them ------------------------------------------
 
 def test_serve_crosscheck_takes_the_readme_flags(tmp_path, capsys):
     p = cli.build_parser()
@@ -383,7 +383,7 @@ def test_serve_crosscheck_takes_the_readme_flags(tmp_path, capsys):
         p.parse_args(["check", "serve", "s", "--resume", "--supersede"])
     assert e.value.code == 2
     readme = (paths.PROJ_ROOT / "README.md").read_text()
-    assert "serve-crosscheck SCENARIO --leg L [--repeats N] [--resume [--retry-failed] | --supersede]" in readme
+    assert "check serve SCENARIO --leg L [--repeats N] [--resume [--retry-failed] | --supersede]" in readme
 
 
 # --- the report's sentence about reused runs -------------------------------------------------------
