@@ -206,7 +206,7 @@ def cmd_explain(a: argparse.Namespace) -> int:
 def _legs_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("legs", nargs="*", help="leg names (default: every leg)")
     p.add_argument("--build", action="store_true", help="build each resolved leg's env (reused when it exists)")
-    p.add_argument("--offline", action="store_true", help="resolve from uv's cache only")
+    flags.offline(p)
 
 
 def cmd_legs(a: argparse.Namespace) -> int:

@@ -34,3 +34,33 @@ def allow_different_work(p: argparse.ArgumentParser, where: str = "CANONICAL.md 
 def strict(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true",
                    help="any unusable or excluded record is an error (exit 2), not a warning")
+
+
+# --- what measures: a scenario and where its records go, leg envs, the package index ---------------
+
+def scenario_study(p: argparse.ArgumentParser) -> None:
+    """SCENARIO, --results and --study: the study folder a measuring verb writes its runs into."""
+    from harness.core import paths
+
+    p.add_argument("scenario", help="scenario name (scenarios/NAME.yaml) or path")
+    p.add_argument("--results", type=Path, default=paths.RESULTS, help="results root (default: results/)")
+    p.add_argument("--study", help="study folder under the results root (default: the scenario name)")
+
+
+def offline(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--offline", action="store_true", help="resolve leg envs from uv's cache only")
+
+
+def allow_dirty(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allow-dirty", action="store_true", help="measure despite guard findings (recorded)")
+
+
+def release_index(p: argparse.ArgumentParser) -> None:
+    """Where a search lists a package's releases from."""
+    p.add_argument("--index-url", dest="index", help="package index to list releases from")
+    p.add_argument("--pre", dest="include_pre", action="store_true", help="include pre-releases")
+
+
+def lock_wait(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lock-wait", dest="lock_wait_s", type=float, default=3600,
+                   help="seconds to wait for another sweep's node lock (default 3600)")

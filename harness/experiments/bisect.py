@@ -43,7 +43,7 @@ from packaging.version import Version
 
 from harness import workloads
 from harness.analyze import stats
-from harness.core import paths
+from harness.core import flags, paths
 from harness.core.errors import UserError
 from harness.core.logs import scrub
 from harness.experiments import Ran
@@ -229,20 +229,18 @@ class BisectArgs:
                        help="smallest |ratio-1| that counts as a change (default 0.03)")
         p.add_argument("--timeout", dest="timeout_s", type=float, help="per-run timeout in seconds")
         p.add_argument("--results", type=Path, default=RESULTS_DIR, help="where the record and runs go")
-        p.add_argument("--index-url", dest="index", help="package index to list releases from")
+        flags.release_index(p)
         p.add_argument("--versions", nargs="+", metavar="V",
                        help="the releases between good and bad to search, instead of listing them from the "
                             "index (e.g. on an offline machine); each strictly between the two legs' releases")
-        p.add_argument("--pre", dest="include_pre", action="store_true", help="include pre-releases")
-        p.add_argument("--offline", action="store_true", help="resolve legs from uv's cache only")
+        flags.offline(p)
         p.add_argument("--resume", action="store_true", help="reuse finished runs with identical fingerprints")
         p.add_argument("--supersede", action="store_true",
                        help="re-measure runs whose folder holds a finished record; the earlier records move to "
                             "superseded/ first (as harness sweep --supersede)")
-        p.add_argument("--allow-dirty", action="store_true", help="measure despite guard findings (recorded)")
+        flags.allow_dirty(p)
         p.add_argument("--dry-run", action="store_true", help="list the releases and legs, measure nothing")
-        p.add_argument("--lock-wait", dest="lock_wait_s", type=float, default=3600,
-                       help="seconds to wait for another sweep's node lock (default 3600)")
+        flags.lock_wait(p)
 
     @classmethod
     def from_cli_args(cls, a: argparse.Namespace) -> "BisectArgs":

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness.analyze.stats import ratio
-from harness.core import paths
+from harness.core import flags, paths
 from harness.experiments import Ran
 from harness.core.errors import UserError
 from harness.core.logs import root_cause, scrub
@@ -587,9 +587,7 @@ class Args:
 
     @classmethod
     def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
-        p.add_argument("scenario", help="scenario name (scenarios/NAME.yaml) or path")
-        p.add_argument("--results", type=Path, default=paths.RESULTS, help="results root (default: results/)")
-        p.add_argument("--study", help="study folder under the results root (default: the scenario name)")
+        flags.scenario_study(p)
         for name in ("legs", "models", "workloads"):
             p.add_argument(f"--{name[:-1]}", dest=name, action="append", default=[],
                            help=f"only this {name[:-1]} (repeatable; default: every one with a serve workload)")

@@ -37,6 +37,7 @@ from rich.console import Console
 from harness.experiments import Ran
 from harness.measure import leg as legmod
 
+from harness.core import flags as cli_flags
 from harness.core import paths
 
 from harness.schema import record
@@ -291,13 +292,11 @@ class WindowArgs:
         p.add_argument("--release", dest="releases", action="append", default=[], help="test this release (repeatable)")
         p.add_argument("--limit", type=int, default=8, help="releases to test when none are named (default 8)")
         p.add_argument("--below", type=int, default=2, help="releases under the declared range to include (default 2)")
-        p.add_argument("--pre", dest="include_pre", action="store_true", help="include pre-releases")
         p.add_argument("--timeout", dest="timeout_s", type=float, default=600, help="probe timeout in seconds")
-        p.add_argument("--index-url", dest="index", help="package index to list releases from")
-        p.add_argument("--offline", action="store_true", help="resolve from uv's cache only")
+        cli_flags.release_index(p)
+        cli_flags.offline(p)
         p.add_argument("--keep-envs", action="store_true", help="keep the scratch envs")
-        p.add_argument("--lock-wait", dest="lock_wait_s", type=float, default=3600,
-                       help="seconds to wait for another sweep's node lock (default 3600)")
+        cli_flags.lock_wait(p)
         p.add_argument("--results", type=Path, default=RESULTS_DIR, help="where the record goes")
 
     @classmethod
