@@ -25,6 +25,7 @@ from pathlib import Path
 
 from harness.core import paths
 from harness.experiments import Ran
+from harness.experiments.crosscheck_tokenization import TokenizationCost, tokenization_cost, tokenization_md
 
 from harness.schema import checks
 from harness.schema import crosscheck as crosscheck_file
@@ -32,7 +33,7 @@ from harness.schema import record
 from harness.schema.crosscheck import CrosscheckRecord
 from harness.schema.serve_crosscheck import interval_band
 from harness.core.errors import UserError
-from harness.measure import leg as legmod, prime
+from harness.measure import prime
 from harness.measure.run import WORKER, RunSpec
 from harness.measure.scenario import Arm, load_scenario, scenario_path
 from harness.analyze import coldstart
@@ -480,68 +481,6 @@ def load(study_dir: Path, *, prefix_caching: bool = False) -> dict | None:
     return _read(path).model_dump() if path.exists() else None
 
 
-TOKENIZE_COST = WORKER.parent / "tokenize_cost.py"
-
-
-def tokenization_cost(args: SweepArgs, *, repeats: int = 5) -> list[dict]:
-    """Per (leg, model, throughput workload) of the plan: the seconds the leg's tokenizer takes to
-    encode the workload's prompts as text, one by one, and that time as a share of vLLM's own timed
-    region in the study's crosscheck records. It measures the one piece of work vLLM's benchmark
-    times and the harness does not; no engine is started."""
-    import subprocess
-    import tempfile
-
-    sc, study_dir, planned = plan(dataclasses.replace(args, repeats=1))
-    summary = load(study_dir) or {"rows": []}
-    vllm_s = {(r["leg"], r["model"], r["workload"]): r for r in summary["rows"]}
-    out, seen = [], set()
-    for p in planned:
-        wl = p.spec.workload
-        key = (p.spec.leg_env.leg.name, p.spec.model.name, wl.name)
-        if wl.kind != "throughput" or key in seen:
-            continue
-        seen.add(key)
-        legmod.ensure(p.spec.leg_env)  # built if missing, as a sweep would
-        with tempfile.TemporaryDirectory() as tmp:
-            spec = {"model_path": p.spec.model_path, "tokenizer": p.spec.model.tokenizer, "seed": wl.seed,
-                    "num_prompts": wl.work["num_prompts"], "input_len": wl.input_len, "repeats": repeats,
-                    "vocab": _vocab(p.spec.model_path)}
-            (Path(tmp) / "spec.json").write_text(json.dumps(spec))
-            res = subprocess.run([str(p.spec.leg_env.python), str(TOKENIZE_COST), str(Path(tmp) / "spec.json"),
-                                  str(Path(tmp) / "out.json")], env=p.spec.leg_env.environ(), capture_output=True,
-                                 text=True, timeout=600)
-            if res.returncode != 0:
-                raise UserError(f"{p.spec.leg_env.leg.name}: tokenization probe failed: "
-                                f"{(res.stderr.strip().splitlines() or ['no output'])[-1]}")
-            got = json.loads((Path(tmp) / "out.json").read_text())
-        # vLLM's timed region, from its recorded tok/s and the workload's tokens (its median run).
-        total_tokens = wl.work["num_prompts"] * (wl.input_len + wl.output_len)
-        rates = (vllm_s.get(key) or {}).get("vllm_tok_s", [])
-        vllm_timed = statistics.median(total_tokens / v for v in rates if v) if rates else None
-        out.append({"leg": key[0], "model": key[1], "workload": key[2], "tokenize_s": got["median_s"],
-                    "tokenize_s_all": got["seconds"], "text_prompt_tokens": got["tokens"],
-                    "vllm_timed_s": vllm_timed, "share": got["median_s"] / vllm_timed if vllm_timed else None})
-    return out
-
-
-def _vocab(model_path: str) -> int:
-    cfg = Path(model_path) / "config.json"
-    try:
-        return int(json.loads(cfg.read_text()).get("vocab_size", 32000))
-    except (OSError, ValueError):
-        return 32000
-
-
-def tokenization_md(rows: list[dict]) -> str:
-    lines = ["| leg | model | workload | encode text prompts (s, median) | vLLM benchmark timed region (s) | share |",
-             "|---|---|---|---:|---:|---:|"]
-    for r in rows:
-        vt = "—" if r["vllm_timed_s"] is None else f"{r['vllm_timed_s']:.3f}"
-        sh = "—" if r["share"] is None else f"{r['share']:.1%}"
-        lines.append(f"| {r['leg']} | `{r['model']}` | {r['workload']} | {r['tokenize_s']:.3f} | {vt} | {sh} |")
-    return "\n".join(lines) + "\n"
-
-
 # --- the experiment (harness.experiments) ---------------------------------------------------------
 
 NAME = "crosscheck"
@@ -576,15 +515,14 @@ class Args:
                    from_records=a.from_records)
 
 
-@dataclass(frozen=True)
-class TokenizationCost:
-    """`--tokenization`'s rows (tokenization_cost): measured, shown, written nowhere."""
-    rows: list[dict]
+def study_rows(study_dir: Path) -> list[dict]:
+    """Every kept crosscheck row of the study (load), none when it has no crosscheck."""
+    return (load(study_dir) or {"rows": []})["rows"]
 
 
 def run(args: Args) -> Ran:
     if args.tokenization:
-        return Ran(record=TokenizationCost(tokenization_cost(args.sweep)))
+        return Ran(record=TokenizationCost(tokenization_cost(args.sweep, crosscheck_rows=study_rows)))
     if args.from_records:
         problems: list[Problem] = []
         summary = from_records(args.sweep, prefix_caching=args.prefix_caching, problems=problems)
