@@ -486,7 +486,7 @@ def load(study_dir: Path, *, prefix_caching: bool = False) -> dict | None:
 NAME = "crosscheck"
 GROUP = "check"
 HELP = "harness vs vLLM's own throughput benchmark, same venv and scenario"
-EXAMPLE = "harness check crosscheck cpu-crosscheck --repeats 3"
+EXAMPLE = "harness check crosscheck cpu-tiny --study cpu-crosscheck --leg cpu-0.32.0 --workload mixed --repeats 3"
 SIDE_SECTION = False   # the report gives it its own section (publish.sections.diagnostics)
 
 

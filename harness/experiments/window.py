@@ -420,8 +420,8 @@ def _range_text(w: Window, status: dict[str, str]) -> str:
 NAME = "window"
 GROUP = "search"
 HELP = "probe releases of a dependency in scratch envs of a leg"
-EXAMPLE = ("harness search window nvidia-cutlass-dsl --leg cpu-0.32.0 "
-           "--probe 'import cutlass' --release 4.5.0 --release 4.6.0")
+EXAMPLE = ("harness search window transformers --leg cpu-0.32.0 --probe 'import vllm' "
+           "--release 5.16.0 --release 5.20.0")
 SIDE_SECTION = True   # a window is a property of the leg's stack: the report shows each of its legs'
 Args = WindowArgs
 quote = None          # a note quotes no number from a window record
