@@ -10,7 +10,7 @@ import json
 import pytest
 
 from harness.schema import record
-from harness.analyze.dataset import COLUMNS, load, read_record
+from harness.analyze.dataset import columns, load, read_record
 from harness.core.errors import UserError
 from studygen import LEGS, record_dict, simple_study, write_run, write_study_yaml
 
@@ -20,7 +20,7 @@ def test_one_row_per_record_with_every_column(tmp_path):
                                   ("0.18", "m", "single-request"): [3.5]})
     ds = load(tmp_path / "s")
     df = ds.records
-    assert list(df.columns) == list(COLUMNS) and len(ds) == 4 and ds.problems == ()
+    assert list(df.columns) == list(columns()) and len(ds) == 4 and ds.problems == ()
     row = df[(df["leg"] == "gpu-0.18.0") & (df["workload"] == "mixed") & (df["repeat"] == 2)].iloc[0]
     assert row["throughput_tok_s"] == 12.0 and row["kind"] == "throughput" and row["leg_label"] == "0.18"
     assert row["num_seqs"] == 100 and row["output_tokens"] == 51200 and row["vllm"] == "0.18.0"

@@ -17,8 +17,6 @@ from harness.analyze.dataset import Dataset, StudyMeta
 from harness.core.errors import MixedRunsError, UserError
 
 # Each workload kind names the metric its tables use (harness.workloads).
-METRIC = {k: workloads.kind(k).METRIC.key for k in workloads.KINDS}
-UNIT = {k: workloads.kind(k).METRIC.unit for k in workloads.KINDS}
 
 RULE = """\
 For each (leg, model, workload) of series `{series}`, arm `{arm}`, the canonical measurement is the
@@ -162,7 +160,7 @@ def canonicalize(ds: Dataset, *, series: str | None = None, arm: str = "default"
     df = ds.records
     sel = df[(df["series"] == series) & (df["arm"] == arm)].copy()
     reasons: dict[int, str] = {}
-    metric_col = sel["kind"].map(METRIC)
+    metric_col = sel["kind"].map(lambda k: workloads.metric_of(k).key if workloads.known(k) else None)
     value = pd.Series([sel.at[i, m] if isinstance(m, str) else np.nan for i, m in metric_col.items()],
                       index=sel.index, dtype=float)
     reused = sel["reused"].map(_true) & (not allow_reused)
@@ -195,12 +193,13 @@ def canonicalize(ds: Dataset, *, series: str | None = None, arm: str = "default"
     for (leg, model, workload), g in groups.items():
         _check_mixed(g, leg, model, workload)
         kind = g[0]["kind"]
-        samples = tuple(float(r[METRIC[kind]]) for r in g)
+        metric = workloads.metric_of(kind)
+        samples = tuple(float(r[metric.key]) for r in g)
         col = lambda k: _one([r[k] for r in g])  # noqa: E731
         cells.append({
             "study": ds.study.name, "leg": leg, "leg_label": ds.study.label(leg), "model": model,
-            "tp": int(g[0]["tp"]), "workload": workload, "kind": kind, "metric": METRIC[kind],
-            "unit": UNIT[kind], "value": float(np.median(samples)), "n": len(samples), "samples": samples,
+            "tp": int(g[0]["tp"]), "workload": workload, "kind": kind, "metric": metric.key,
+            "unit": metric.unit, "value": float(np.median(samples)), "n": len(samples), "samples": samples,
             "provenance": ",".join(sorted({r["provenance"] for r in g})), "reused": any(_true(r["reused"]) for r in g),
             "num_seqs": col("num_seqs"), "output_tokens": col("output_tokens"),
             "vllm": col("vllm"), "torch": col("torch"), "torch_cuda": col("torch_cuda"),
@@ -270,7 +269,8 @@ def canonical_md(canon: Canonical) -> str:
     if len(cells):
         show = pd.DataFrame({
             "leg": cells["leg_label"], "model": [f"`{m}`" for m in cells["model"]], "workload": cells["workload"],
-            "value": [f"{workloads.kind(k).METRIC.fmt(v)} {UNIT[k]}" for v, k in zip(cells["value"], cells["kind"])],
+            "value": [f"{workloads.metric_of(k).fmt(v)} {workloads.metric_of(k).unit}"
+                      for v, k in zip(cells["value"], cells["kind"])],
             "repeats": cells["n"], "provenance": cells["provenance"],
             "run": ["<br>".join(f"`{d}`" for d in ds) for ds in cells["run_dirs"]],
         })

@@ -26,6 +26,8 @@ from typing import Literal
 
 import pandas as pd
 
+from harness import workloads
+
 State = Literal["compiled", "cached", "eager"]
 
 _COMPILED = re.compile(r"Compiling a graph for|saved AOT compiled function|Compiling model again")
@@ -89,8 +91,10 @@ def coldstart_frame(runs: pd.DataFrame, root: Path) -> pd.DataFrame:
     rows = []
     for r in runs.to_dict("records"):
         kind = r.get("kind")
-        value = r.get("throughput_tok_s") if kind == "throughput" else r.get("ms_per_token")
-        if kind not in ("throughput", "latency") or not isinstance(value, (int, float)) or not value > 0:
+        if not (workloads.known(kind) and workloads.traits_of(kind).engine_speed):
+            continue
+        value = r.get(workloads.metric_of(kind).key)
+        if not isinstance(value, (int, float)) or not value > 0:
             continue
         state, machine = run_state(Path(root) / str(r["run_dir"]))
         pos = r.get("engine_position")
@@ -146,7 +150,7 @@ def summarize(frame: pd.DataFrame) -> ColdSummary:
         near = warm[warm["machine"].isin(set(cold["machine"]))]
         use = near if len(near) else warm
         cm, wm = float(cold["value"].median()), float(use["value"].median())
-        speed = cm / wm if g["kind"].iloc[0] == "throughput" else wm / cm
+        speed = cm / wm if workloads.metric_of(g["kind"].iloc[0]).higher_is_better else wm / cm
         cold = cold.sort_values("repeat")
         cells.append(ColdCell(**dict(zip(CELL, key)), cold=tuple(cold["value"]), cold_repeats=tuple(cold["repeat"]),
                               warm=tuple(use["value"]), same_machine=bool(len(near)), speed=speed,

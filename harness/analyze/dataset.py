@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 
+from harness import workloads
 from harness.schema import checks
 from harness.core.errors import InvalidFileError, UserError
 from harness.schema import study as study_file
@@ -32,10 +33,12 @@ from harness.schema.record import RunRecord
 from harness.core.yamlio import describe, validate_at
 
 # The columns of `Dataset.records`, in order. `harness.analyze.export` describes the canonical subset.
-COLUMNS: tuple[str, ...] = (
+_BEFORE_METRICS: tuple[str, ...] = (
     "study", "provenance", "series", "leg", "leg_label", "model", "tp", "workload", "kind", "arm",
-    "repeat", "attempt", "status", "throughput_tok_s", "output_tok_s", "ms_per_token",
-    "samples_ms_per_token", "num_seqs", "prompt_tokens", "output_tokens", "invocation_id",
+    "repeat", "attempt", "status")
+# Then every registered kind's metric fields (workloads.metric_fields: registry order), then these.
+_AFTER_METRICS: tuple[str, ...] = (
+    "num_seqs", "prompt_tokens", "output_tokens", "invocation_id",
     "reused", "reused_by", "allow_dirty", "dirty", "failure_reason", "failure_signature", "failure_class",
     "failure_error", "failure_detail", "failure_phase", "vllm", "torch", "torch_cuda",
     "transformers", "cutlass", "device", "host", "compat_id", "pins", "fingerprint", "run_id",
@@ -50,6 +53,17 @@ COLUMNS: tuple[str, ...] = (
     # kind's unit; None for a run measured in the serial design.
     "paired_block", "paired_passes", "paired_incomplete",
 )
+
+
+def columns() -> tuple[str, ...]:
+    """The dataset's columns: a new kind's metric field comes with its registry line."""
+    return (*_BEFORE_METRICS, *workloads.metric_fields(), *_AFTER_METRICS)
+
+
+def _metric_cells(rec: RunRecord) -> dict[str, Any]:
+    # A list (a kind's per-batch samples) is kept as a tuple, as every list-valued column is.
+    vals = {f: getattr(rec.metrics, f, None) for f in workloads.metric_fields()}
+    return {f: tuple(v) if isinstance(v, list) else v for f, v in vals.items()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +110,7 @@ class Problem:
 
 @dataclass(frozen=True, kw_only=True)
 class Dataset:
-    """What `load` found. `records` has the columns in COLUMNS, one row per loaded record."""
+    """What `load` found. `records` has the columns of columns(), one row per loaded record."""
 
     root: Path
     study: StudyMeta
@@ -236,9 +250,7 @@ def _row(rec: RunRecord, run_dir: Path, reuse: tuple[str, bool] | None, log: str
         "study": rec.study, "provenance": rec.provenance, "series": rec.series, "leg": rec.leg,
         "leg_label": rec.leg_label, "model": rec.model, "tp": rec.tp, "workload": rec.workload,
         "kind": _kind(rec), "arm": rec.arm, "repeat": rec.repeat, "attempt": rec.attempt,
-        "status": rec.status, "throughput_tok_s": rec.metrics.throughput_tok_s,
-        "output_tok_s": rec.metrics.output_tok_s, "ms_per_token": rec.metrics.ms_per_token,
-        "samples_ms_per_token": tuple(rec.metrics.samples_ms_per_token),
+        "status": rec.status, **_metric_cells(rec),
         "num_seqs": rec.work.num_seqs, "prompt_tokens": rec.work.prompt_tokens,
         "output_tokens": rec.work.output_tokens, "invocation_id": rec.invocation_id,
         "reused": None if reuse is None else reuse[1], "reused_by": None if reuse is None else reuse[0],
@@ -314,7 +326,7 @@ def load(study_dir: Path | str) -> Dataset:
             info = (info[0], False)
         rows.append(_row(rec, path.parent.relative_to(root), info, log))
     rows = _drop_duplicates(root, rows, problems)
-    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    df = pd.DataFrame(rows, columns=list(columns()))
     df = _fill_kind(df)
     yaml_path = root / "study.yaml"
     legs = _legs_from(meta, yaml_path)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analyze.dataset import Dataset
-from harness.workloads import kind as workload_kind
+from harness.workloads import metric_of
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,7 +51,7 @@ def pair_logs(ds: Dataset, old: str, new: str) -> dict[tuple[str, str], dict[int
         if leg != old or (new, model, workload, block) not in by:
             continue
         partner = by[(new, model, workload, block)]
-        higher = workload_kind(kinds[(model, workload)]).METRIC.higher_is_better
+        higher = metric_of(kinds[(model, workload)]).higher_is_better
         ds_ = [math.log(partner[k] / v) if higher else math.log(v / partner[k]) for k, v in sorted(passes.items())
                if k in partner]
         if ds_:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness import workloads
 from harness.analyze.canonical import Canonical, provenance_note
 from harness.analyze.order import order_frame
 
@@ -23,10 +24,10 @@ DICTIONARY: dict[str, str] = {
     "model": "model name",
     "tp": "tensor-parallel degree",
     "workload": "workload name",
-    "kind": "`throughput` (metric: total tok/s, higher is better) or `latency` (metric: ms per output token, "
-            "lower is better)",
-    "metric": "the record field the value comes from: `throughput_tok_s` or `ms_per_token`",
-    "unit": "`tok/s` or `ms/tok`",
+    # kind, metric and unit are described from the registry at write time (kind_descriptions).
+    "kind": "the run's workload kind",
+    "metric": "the record field the value comes from",
+    "unit": "the metric's unit",
     "value": "the canonical value: median of `samples`",
     "n": "number of repeats behind `value`",
     "samples": "each repeat's value, in repeat order (CSV: separated by `;`)",
@@ -46,6 +47,23 @@ DICTIONARY: dict[str, str] = {
 }
 
 
+def _either(items: list[str]) -> str:
+    return ", ".join(items[:-1]) + " or " + items[-1] if len(items) > 1 else "".join(items)
+
+
+def kind_descriptions() -> dict[str, str]:
+    """The kind, metric and unit columns described from each registered kind's Metric that has a
+    `spoken` name; with none, DICTIONARY's general wording stays."""
+    kinds = [(k, m) for k in workloads.KINDS if (m := workloads.metric_of(k)).spoken]
+    if not kinds:
+        return {}
+    way = {True: "higher is better", False: "lower is better"}
+    return {"kind": _either([f"`{k}` (metric: {m.spoken}, {way[m.higher_is_better]})" for k, m in kinds]),
+            "metric": "the record field the value comes from: "
+                      + _either(list(dict.fromkeys(f"`{m.key}`" for _, m in kinds))),
+            "unit": _either(list(dict.fromkeys(f"`{m.unit}`" for _, m in kinds)))}
+
+
 def canonical_frame(canon: Canonical) -> pd.DataFrame:
     """The canonical cells in table order with exactly the DICTIONARY's columns."""
     cells = order_frame(canon, canon.cells)
@@ -61,7 +79,7 @@ def data_dictionary_md(canon: Canonical, df: pd.DataFrame) -> str:
     if note:
         lines += [f"**{note}**", ""]
     lines += ["| column | type | meaning |", "|---|---|---|"]
-    for col, what in DICTIONARY.items():
+    for col, what in (DICTIONARY | kind_descriptions()).items():
         lines.append(f"| `{col}` | {_type(df[col])} | {what} |")
     return "\n".join(lines) + "\n"
 

@@ -54,7 +54,7 @@ def mode_agreement(ds: Dataset, *, paired: str, serial: str, old: str, new: str,
     both = sorted(set(kinds) & {(m, w) for _, m, w in cells_s})
     rows = []
     for model, workload in both:
-        metric = workloads.kind(kinds[(model, workload)]).METRIC
+        metric = workloads.metric_of(kinds[(model, workload)])
         # Each mode's ratio exactly as its own table prints it (the paired rule or Welch's).
         rp = cell_ratio(cp, cells_p.get((old, model, workload)), cells_p.get((new, model, workload)), metric)
         rs = cell_ratio(cs, cells_s.get((old, model, workload)), cells_s.get((new, model, workload)), metric)

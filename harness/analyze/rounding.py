@@ -14,7 +14,6 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import workloads
 from harness.workloads.base import Metric
 
 
@@ -89,6 +88,3 @@ def printed_ratios(study_dir: Path, kind: str, leg_labels: list[str]) -> dict[tu
                     out[(model, workload, a, b)] = v
     return out
 
-
-def metric_of(kind: str) -> Metric:
-    return workloads.kind(kind).METRIC

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness import workloads
 from harness.analyze.canonical import Canonical
 from harness.analyze.stats import ratio
 from harness.core.errors import UserError
@@ -48,7 +49,8 @@ def price_of(canon: Canonical) -> Price | None:
 def points(canon: Canonical) -> pd.DataFrame:
     """One row per measured point of every canonical serve run (failed points left out)."""
     runs = canon.runs
-    runs = runs[runs["kind"] == "serve"] if len(runs) else runs
+    runs = runs[[workloads.known(k) and workloads.traits_of(k).server
+                 for k in runs["kind"]]] if len(runs) else runs
     rows: list[dict[str, Any]] = []
     for _, r in runs.iterrows():
         # run_dir is relative to the study folder, wherever the caller stands.

@@ -31,9 +31,11 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
+
+from harness import workloads
 
 ALPHA = 0.05
 METHOD = "Welch t on log values"
@@ -378,6 +380,15 @@ def log_sd(*samples: Sequence[float]) -> float | None:
 
 # --- the simulation --------------------------------------------------------------------------------
 
+def _speed_value(r: dict[str, Any]) -> float:
+    """A record's value where its kind measures an engine's speed (workloads.Traits), else NaN."""
+    kind = r.get("kind")
+    if not (workloads.known(kind) and workloads.traits_of(kind).engine_speed):
+        return float("nan")
+    v = r.get(workloads.metric_of(kind).key)
+    return float("nan") if v is None else float(v)
+
+
 SPREAD_STUDIES = {"H200": ("results/h200",), "CPU": ("results/cpu-tiny-serial", "results/cpu-repeat")}
 NS = (2, 3, 5, 10)
 EFFECTS = (0.02, 0.05, 0.10)
@@ -403,7 +414,7 @@ def spreads_from_records(root: Path | str = ".", studies: dict[str, tuple[str, .
         for d in dirs:
             df = load(Path(root) / d).records
             ok = df[df["status"] == "ok"]
-            val = np.where(ok["kind"] == "throughput", ok["throughput_tok_s"], ok["ms_per_token"]).astype(float)
+            val = np.array([_speed_value(r) for r in ok.to_dict("records")], dtype=float)
             ok = ok.assign(v=val).dropna(subset=["v"])
             for _, g in ok.groupby(["series", "arm", "leg", "model", "workload"]):
                 x = np.log(g["v"].to_numpy(dtype=float))

@@ -54,16 +54,12 @@ class Table:
 
 # --- the tables ----------------------------------------------------------------------------------
 
-def _metric(kind: str) -> Metric:
-    return workloads.kind(kind).METRIC
-
-
 def _ratio_label(kind: str, old: str, new: str, short: dict[str, str]) -> str:
-    return _metric(kind).ratio_label(short[old], short[new])
+    return workloads.metric_of(kind).ratio_label(short[old], short[new])
 
 
 def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name: str, title: str) -> Table:
-    metric = _metric(kind)
+    metric = workloads.metric_of(kind)
 
     def fmt(v: float | None) -> str:
         return MISSING if v is None or pd.isna(v) else metric.fmt(v)
@@ -208,7 +204,7 @@ def table_note(margin: float, source: str, tests: int) -> str:
 
 def kind_table(canon: Canonical, kind: str) -> Table:
     """The kind's metric per (model, workload), one column per leg, ratios between consecutive legs."""
-    return _metric_table(canon, kind, _legs(canon), kind, _metric(kind).title)
+    return _metric_table(canon, kind, _legs(canon), kind, workloads.metric_of(kind).title)
 
 
 def throughput(canon: Canonical) -> Table:
@@ -232,8 +228,8 @@ def compare(canon: Canonical, leg_a: str, leg_b: str) -> tuple[Table, ...]:
     a, b = _leg(canon, leg_a), _leg(canon, leg_b)
     if a == b:
         raise UserError(f"compare: {leg_a!r} and {leg_b!r} are the same leg")
-    return tuple(_metric_table(canon, k, [a, b], f"compare-{k}",
-                               f"{_metric(k).title.split(' (')[0]}, {a[1]} vs {b[1]} ({_metric(k).title.split(' (')[1]}")
+    titles = {k: workloads.metric_of(k).title.split(" (") for k in workloads.KINDS}
+    return tuple(_metric_table(canon, k, [a, b], f"compare-{k}", f"{titles[k][0]}, {a[1]} vs {b[1]} ({titles[k][1]}")
                  for k in workloads.KINDS)
 
 
@@ -298,7 +294,7 @@ def write_tables(canon: Canonical, out_dir: Path) -> list[Path]:
             shown = [x for x in per_kind if len(x.data)] or list(per_kind[:1])
             (folder / f"{a}_vs_{b}.md").write_text(f"## {la} vs {lb}\n\n" + "\n".join(x.markdown() for x in shown),
                                                   encoding="utf-8")
-            pd.concat([x.data.assign(metric=_metric(k).key) for x, k in zip(per_kind, workloads.KINDS)]
+            pd.concat([x.data.assign(metric=workloads.metric_of(k).key) for x, k in zip(per_kind, workloads.KINDS)]
                       ).to_csv(folder / f"{a}_vs_{b}.csv", index=False)
         return _move_into(scratch, out_dir)
     finally:

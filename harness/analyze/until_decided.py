@@ -55,7 +55,7 @@ def until_decided(records: list[RunRecord], done_block: int, design: Design, sc:
     kinds = {(r.model, r.workload, r.arm): str(r.workload_spec.get("kind")) for r in records}
     tests = []
     for key, blocks in sorted(cell_blocks(records, old, new).items()):
-        metric = workloads.kind(kinds[key]).METRIC
+        metric = workloads.metric_of(kinds[key])
         rt = nested_ratio(blocks, higher_is_better=metric.higher_is_better, confidence=1 - alpha, margin=margin,
                           engine_sd=sc.engine_sd)
         tests.append(rt.test)

@@ -295,7 +295,7 @@ def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectR
     arm = _pick([a.name for a in sc.arms], args.arm, "arm", sc_file)
     wl = next(w for w in sc.workloads if w.name == wl_name)
     # The kind's own metric and direction (a serve workload's is not ms_per_token, nor lower-is-better).
-    kind_metric = workloads.kind(wl.kind).METRIC
+    kind_metric = workloads.metric_of(wl.kind)
     metric, higher = kind_metric.key, kind_metric.higher_is_better
     rule = Rule(threshold=args.threshold)
     if args.versions is not None:
@@ -412,7 +412,9 @@ class Summary:
 
 def summary(rec: BisectRecord) -> Summary:
     i = rec.inputs
-    return Summary(record=rec, unit="tok/s" if i.higher_is_better else "ms/tok",
+    # The unit of the kind whose metric the record names (a record of an unknown metric: its name).
+    kind_metric = workloads.metric_reading(i.metric)
+    return Summary(record=rec, unit=kind_metric.unit if kind_metric else i.metric,
                    between_legs={v: leg for v, leg in rec.legs.items() if v not in (i.good_version, i.bad_version)},
                    stacks={s.version: s.stack for s in rec.steps if s.stack})
 

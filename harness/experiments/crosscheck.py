@@ -23,6 +23,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import workloads
 from harness.core import paths
 from harness.experiments import Ran
 from harness.experiments.crosscheck_tokenization import TokenizationCost, tokenization_cost, tokenization_md
@@ -77,7 +78,7 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
     pairs: list[PlannedRun] = []
     harness_side: dict[tuple[str, str], RunSpec] = {}
     for p in planned:
-        if p.spec.workload.kind != "throughput" or p.spec.arm.name != "default":
+        if not workloads.traits_of(p.spec.workload.kind).vllm_throughput_bench or p.spec.arm.name != "default":
             continue
         ours = p.spec if prefix_caching else dataclasses.replace(
             p.spec, arm=_arm(p.spec, "harness" + suffix, "the harness, prefix caching off", extra))
@@ -281,8 +282,10 @@ def from_records(args: SweepArgs, *, prefix_caching: bool = False, problems: lis
                 lost.add((leg, wl))
             continue
         # The harness side of a prefix-caching crosscheck is the sweep's default arm, which holds every
-        # workload of the scenario; only throughput ones were crosschecked (as `crosscheck` plans them).
-        if r.workload_spec.get("kind", "throughput") != "throughput":
+        # workload of the scenario; only kinds vLLM's throughput bench also measures were crosschecked
+        # (as `crosscheck` plans them). A record from before kinds were declared: the kind its metric shows.
+        kind = checks.kind_of(r)
+        if not (workloads.known(kind) and workloads.traits_of(str(kind)).vllm_throughput_bench):
             continue
         if ((args.legs and r.leg not in args.legs) or (args.models and r.model not in args.models)
                 or (args.workloads and r.workload not in args.workloads) or r.repeat > repeats):

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import workloads
 from harness.core.errors import UserError
 from harness.measure import leg as legmod
 from harness.measure.run import WORKER
@@ -42,7 +43,7 @@ def tokenization_cost(args: SweepArgs, *, crosscheck_rows: Callable[[Path], list
     for p in planned:
         wl = p.spec.workload
         key = (p.spec.leg_env.leg.name, p.spec.model.name, wl.name)
-        if wl.kind != "throughput" or key in seen:
+        if not workloads.traits_of(wl.kind).vllm_throughput_bench or key in seen:
             continue
         seen.add(key)
         legmod.ensure(p.spec.leg_env)  # built if missing, as a sweep would

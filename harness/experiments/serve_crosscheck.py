@@ -33,6 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from harness import workloads
 from harness.analyze.stats import ratio
 from harness.core import flags, paths
 from harness.experiments import Ran
@@ -365,7 +366,7 @@ def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = No
     _, study_dir, planned = plan(args)
     # Absolute: the server and vLLM's benchmark run with their repeat's folder as working directory.
     study_dir = study_dir.resolve()
-    runs = [p for p in planned if p.spec.workload.kind == "serve" and p.spec.arm.name == "default"]
+    runs = [p for p in planned if workloads.traits_of(p.spec.workload.kind).server and p.spec.arm.name == "default"]
     if not runs:
         raise UserError(f"{args.scenario}: no serve workload with a default arm to cross-check "
                         f"(workloads here: {', '.join(sorted({p.spec.workload.name for p in planned})) or 'none'})")

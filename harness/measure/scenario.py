@@ -219,13 +219,14 @@ _WORKLOAD_FIELDS = set(Workload.model_fields) - {"params"}
 
 
 def prompts_per_pass(kind: str, params: dict[str, Any]) -> int:
-    """Prompts a workload's timed pass builds: its prompt groups' sizes, summed."""
-    if kind == "latency":
-        return int(params.get("batch_size", 1)) * int(params.get("iterations", 1))
-    if kind == "serve":
-        points = len(params.get("concurrency") or [1]) * max(1, len(params.get("request_rate") or []))
-        return int(params.get("num_prompts", 1)) * points
-    return int(params.get("num_prompts", 1))
+    """Prompts a workload's timed pass builds: its prompt groups' sizes, summed, as the kind itself
+    groups them (a counting build: a range has a length and holds no prompts)."""
+    try:
+        plugin = workloads.kind(kind)
+    except workloads.UnknownPlugin as e:
+        raise ValueError(f"kind: {e}") from None
+    work = dataclasses.asdict(plugin.Params()) | params | {"seed": 0}
+    return sum(len(g) for g in plugin.prompt_groups(work, lambda n, seed: range(n)))
 
 
 class Profile(_Strict):

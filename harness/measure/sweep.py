@@ -285,7 +285,7 @@ def paired_design(args: SweepArgs, sc: Scenario, legs: list[str], *,
                       ("--prime", args.prime), ("--engine", args.engine is not None)):
         if bad:
             raise UserError(f"{what} does not combine with the paired design")
-    serve = [w.name for w in sc.workloads if w.kind == "serve"]
+    serve = [w.name for w in sc.workloads if workloads.traits_of(w.kind).server]
     if serve:
         raise UserError(f"workload {serve[0]!r} is a serve workload; the paired design measures offline passes")
     sleep, why_not = paired.resolve_sleep(sc.sleep, [legmod.load_leg(ln) for ln in legs])
@@ -495,7 +495,7 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
                 index.write(index_path)
                 # The kind's own metric: a serve run's is its peak output tok/s, not a throughput field.
                 kind = p.spec.workload.kind
-                key = workloads.kind(kind).METRIC.key if kind in workloads.KINDS else "throughput_tok_s"
+                key = workloads.metric_of(kind).key if kind in workloads.KINDS else "throughput_tok_s"
                 value = getattr(rec.metrics, key, None)
                 shown = f"{value:,.2f}" if value else (rec.failure.reason[:80] if rec.failure else "")
                 colour = {"ok": "green", "failed": "red", "timeout": "red"}[rec.status]

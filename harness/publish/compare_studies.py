@@ -90,7 +90,7 @@ def _side(canon: Canonical, printed: Printed | None, kind: str, model: str, work
           old: tuple[str, str], new: tuple[str, str]) -> Side:
     cells = {(c["leg"], c["model"], c["workload"]): c for c in canon.cells.to_dict("records")}
     a, b = cells.get((old[0], model, workload)), cells.get((new[0], model, workload))
-    metric = rounding.metric_of(kind)
+    metric = workloads.metric_of(kind)
     if a is not None and b is not None:
         rt = ratio(a["samples"], b["samples"], higher_is_better=metric.higher_is_better)
         if rt.low is not None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness import workloads
 from harness.analyze.tables import _legs
 from harness.core.errors import UserError
 from harness.publish.sections.supporting import supporting
@@ -81,7 +82,7 @@ def ratio_rows(st: Study) -> Any:
     for r in df.to_dict("records"):
         a, b = cells[(r["old"], r["model"], r["workload"])], cells[(r["new"], r["model"], r["workload"])]
         if "transcribed" in str(r["provenance"]) and r["n_old"] == 1 and r["n_new"] == 1:
-            lo, hi = rounding.ratio_bounds(float(a["value"]), float(b["value"]), rounding.metric_of(r["kind"]))
+            lo, hi = rounding.ratio_bounds(float(a["value"]), float(b["value"]), workloads.metric_of(r["kind"]))
         else:
             lo = hi = None
         lows.append(lo)

@@ -18,6 +18,8 @@ import seaborn as sns
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 
+from harness.workloads import KINDS, metric_of
+
 if TYPE_CHECKING:
     from harness.analyze.studies.drift import DriftSummary
 
@@ -74,7 +76,9 @@ def ratio_dots(ratios: pd.DataFrame, *, title: str = "Ratio between legs, per mo
     df = df.assign(row=[f"{m} · {w}" + (f" ({s})" if several else "")
                         for m, w, s in zip(df["model"], df["workload"], df.get("series", df["model"]))])
     rounded = "r_low" in df.columns and df["r_low"].notna().any()
-    kinds = sorted(dict.fromkeys(df["kind"]), key=lambda k: (k != "throughput", k))
+    # Kinds in table order (the registry's), any unregistered one after them.
+    rank = {k: i for i, k in enumerate(KINDS)}
+    kinds = sorted(dict.fromkeys(df["kind"]), key=lambda k: (rank.get(k, len(rank)), str(k)))
     pairs = list(dict.fromkeys(df["pair"]))
     colours = dict(zip(pairs, sns.color_palette("deep", len(pairs))))
     heights = [df[df["kind"] == k]["row"].nunique() for k in kinds]
@@ -113,7 +117,7 @@ def ratio_dots(ratios: pd.DataFrame, *, title: str = "Ratio between legs, per mo
         ax.axvline(1.0, color="#777777", ls="--", lw=1)
         ax.set_yticks(range(len(rows)), [r for r in reversed(rows)], fontsize=8)
         ax.set_ylim(-0.7, len(rows) - 0.3)
-        higher = "newer leg faster" if kind == "throughput" else "newer leg faster (old/new ms per token)"
+        higher = metric_of(kind).ratio_axis_label()
         ax.set_xlabel(f"ratio ({kind}; > 1.0x: {higher})", fontsize=9)
         ax.tick_params(axis="x", labelsize=8)
         ax.grid(axis="x", alpha=0.3)
@@ -210,7 +214,7 @@ def repeat_strip(samples: pd.DataFrame, *, title: str = "Repeats per leg") -> Fi
         ax.set_xticks(range(len(legs)), legs)
         ax.set_xlim(-0.6, len(legs) - 0.4)
         kind = d["kind"].iloc[0]
-        ax.set_ylabel("total tok/s" if kind == "throughput" else "ms per output token")
+        ax.set_ylabel(metric_of(kind).axis_label())
         ax.set_title(w, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle(title)

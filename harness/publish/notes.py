@@ -48,6 +48,7 @@ from typing import Literal
 import yaml
 from pydantic import ValidationError, model_validator
 
+from harness import workloads
 from harness.analyze.canonical import Canonical, canonicalize
 from harness.analyze.dataset import load
 from harness.analyze.stats import ratio, spread
@@ -167,20 +168,14 @@ def _cell(canon: Canonical, a: dict[str, str], leg: str) -> dict:
     return hit.iloc[0].to_dict()
 
 
-def _metric(kind: str):  # noqa: ANN202
-    from harness.analyze.rounding import metric_of
-
-    return metric_of(kind)
-
-
 def compute(st: Study, kind: str, a: dict[str, str]) -> str:
     """The placeholder's text, computed from the data."""
     if kind == "value":
         c = _cell(_canon(st, a), a, a.get("leg", ""))
-        return str(_metric(c["kind"]).fmt(float(c["value"])))
+        return str(workloads.metric_of(c["kind"]).fmt(float(c["value"])))
     if kind == "samples":
         c = _cell(_canon(st, a), a, a.get("leg", ""))
-        m = _metric(c["kind"])
+        m = workloads.metric_of(c["kind"])
         return " / ".join(m.fmt(float(v)) for v in c["samples"])
     if kind == "spread":
         c = _cell(_canon(st, a), a, a.get("leg", ""))
@@ -190,7 +185,7 @@ def compute(st: Study, kind: str, a: dict[str, str]) -> str:
         canon = _canon(st, a)
         old, _, new = a.get("step", "").partition("->")
         co, cn = _cell(canon, a, old.strip()), _cell(canon, a, new.strip())
-        m = _metric(co["kind"])
+        m = workloads.metric_of(co["kind"])
         rt = ratio(co["samples"], cn["samples"], higher_is_better=m.higher_is_better)
         s = f"{rt.value:.2f}x"
         if a.get("ci") == "yes" and rt.low is not None and rt.high is not None:

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from harness.analyze.tables import fmt_ms, fmt_tok_s
+from harness import workloads
+from harness.analyze.tables import MISSING
 
 
 def x(v: float) -> str:
@@ -15,7 +16,7 @@ def x(v: float) -> str:
 
 
 def fmt(kind: str, v: float | None) -> str:
-    return fmt_tok_s(v) if kind == "throughput" else fmt_ms(v)
+    return MISSING if v is None or pd.isna(v) else workloads.metric_of(kind).fmt(v)
 
 
 def names(items: Sequence[str], conj: str = "and") -> str:

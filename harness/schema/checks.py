@@ -85,16 +85,13 @@ def kind_of(rec: RunRecord) -> str | None:
     k = rec.workload_spec.get("kind")
     if isinstance(k, str):
         return k
-    if rec.metrics.throughput_tok_s is not None:
-        return "throughput"
-    if rec.metrics.ms_per_token is not None:
-        return "latency"
-    return None
+    return next((name for name in workloads.KINDS if workloads.traits_of(name).undeclared
+                 and getattr(rec.metrics, workloads.metric_of(name).key, None) is not None), None)
 
 
 def metric_of(rec: RunRecord) -> Metric | None:
     k = kind_of(rec)
-    return workloads.kind(k).METRIC if k in workloads.KINDS else None
+    return workloads.metric_of(k) if workloads.known(k) else None
 
 
 def _numbers(prefix: str, values: object) -> list[tuple[str, float]]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from harness.workloads.base import Metric, Traits
+
 KINDS: dict[str, str] = {
     "throughput": "harness.workloads.throughput",
     "latency": "harness.workloads.latency",
@@ -46,3 +48,30 @@ def kind(name: str) -> ModuleType:
 
 def modality(name: str) -> ModuleType:
     return _load(MODALITIES, name, "modality")
+
+
+def metric_of(name: str) -> Metric:
+    """The one lookup of a kind's metric: its record field, unit, direction, title and format."""
+    return kind(name).METRIC
+
+
+def metric_reading(field: str) -> Metric | None:
+    """The metric of the first registered kind whose value is the record field `field` (a file that
+    kept only the field, such as a bisect record, gets its unit back), None where no kind reads it."""
+    return next((m for m in map(metric_of, KINDS) if m.key == field), None)
+
+
+def traits_of(name: str) -> Traits:
+    """What a kind is beyond its metric (base.Traits); a kind that declares none has the defaults."""
+    traits = getattr(kind(name), "TRAITS", None)
+    return traits if isinstance(traits, Traits) else Traits()
+
+
+def metric_fields() -> tuple[str, ...]:
+    """Every registered kind's record metrics fields (Metric.fields), in registry order, once each."""
+    return tuple(dict.fromkeys(f for name in KINDS for f in metric_of(name).fields()))
+
+
+def known(name: object) -> bool:
+    """Whether `name` is a registered kind (a frame's kind column holds None or NaN where unknown)."""
+    return isinstance(name, str) and name in KINDS

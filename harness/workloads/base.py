@@ -1,7 +1,8 @@
 """What every workload kind and modality module provides (standard library only: the worker imports it).
 
 A kind module defines:
-  NAME, Params (a frozen dataclass of its typed parameters), METRIC (a Metric),
+  NAME, Params (a frozen dataclass of its typed parameters), METRIC (a Metric), optionally TRAITS
+  (a Traits; a kind that declares none has the defaults),
   LEGACY_WORK (parameters of other kinds that records written before kinds were plugins carried,
   with their defaults, so those records' fingerprints still match under --resume),
   prompt_groups(work, build) -> list of prompt groups, each timed as one unit,
@@ -30,6 +31,24 @@ class Metric:
     # A rate or a time: zero or less is no measurement, and a record holding one is excluded
     # (harness.schema.checks). False for a metric that may be zero or negative (a difference, a score).
     positive: bool = True
+    # Further fields of the record's metrics that analysis reads for this kind beside `key` (the
+    # dataset carries every kind's, in registry order).
+    also: tuple[str, ...] = ()
+    ratio_axis: str = ""        # a ratio's axis label; empty: from the direction and the unit
+    # The metric in words ("total tok/s"): figures' value axis (empty: the unit) and the export's data
+    # dictionary, which lists only kinds that have one (serve and equivalence have none: giving them one
+    # rewrites every shipped dictionary).
+    spoken: str = ""
+
+    def fields(self) -> tuple[str, ...]:
+        return (self.key, *self.also)
+
+    def axis_label(self) -> str:
+        return self.spoken or self.unit
+
+    def ratio_axis_label(self) -> str:
+        return self.ratio_axis or ("newer leg faster" if self.higher_is_better
+                                   else f"newer leg faster (old/new {self.unit})")
 
     def fmt(self, v: float) -> str:
         return f"{v:,.{self.digits}f}" if self.thousands else f"{v:.{self.digits}f}"
@@ -41,6 +60,26 @@ class Metric:
     def ratio_note(self) -> str:
         side = "new/old" if self.higher_is_better else "old/new"
         return f"Ratios {side}: above 1.00x the newer leg is faster."
+
+
+@dataclass(frozen=True, kw_only=True)
+class Traits:
+    """What a kind is beyond its metric. Code outside harness.workloads asks these (through
+    workloads.traits_of), never the kind's name, so a new kind is its module and one registry line."""
+    # The harness starts the leg's OpenAI-compatible server and drives it under load, point by point
+    # (harness.measure.serve): never inside an engine group nor the paired design, and its records
+    # carry `serve` points (the serving curves, the serve cross-check).
+    server: bool = False
+    # vLLM's own benchmarks/throughput.py does the same work, so `harness crosscheck` can run it beside
+    # the harness's run of this kind (harness.measure.worker.vllm_bench).
+    vllm_throughput_bench: bool = False
+    # The metric is one engine's speed measured offline in one process, comparable run by run: the
+    # cold-start comparison and the repeat spread read it. Off for a server under load (its metric is a
+    # peak over load points) and for a check whose speed is incidental.
+    engine_speed: bool = False
+    # Records written before kinds were declared may be of this kind, told by its metric's field being
+    # set (schema.checks.kind_of; the first such kind in registry order wins).
+    undeclared: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.workloads import limits
-from harness.workloads.base import Metric, Timed
+from harness.workloads.base import Metric, Timed, Traits
 
 NAME = "latency"
 METRIC = Metric(key="ms_per_token", unit="ms/tok", higher_is_better=False,
-                title="Latency (ms/tok, lower is better)", digits=2)
+                title="Latency (ms/tok, lower is better)", digits=2,
+                also=("samples_ms_per_token",), spoken="ms per output token",
+                ratio_axis="newer leg faster (old/new ms per token)")
+TRAITS = Traits(engine_speed=True, undeclared=True)
 LEGACY_WORK = {"num_prompts": 1}
 
 

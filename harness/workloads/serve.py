@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.workloads import limits
-from harness.workloads.base import Metric
+from harness.workloads.base import Metric, Traits
 
 NAME = "serve"
 METRIC = Metric(key="output_tok_s", unit="tok/s", higher_is_better=True,
                 title="Serving: peak output throughput over the load points (tok/s, higher is better)",
                 digits=1, thousands=True)
+TRAITS = Traits(server=True)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.workloads import limits
-from harness.workloads.base import Metric, Timed
+from harness.workloads.base import Metric, Timed, Traits
 
 NAME = "throughput"
 METRIC = Metric(key="throughput_tok_s", unit="tok/s", higher_is_better=True,
-                title="Throughput (tok/s, higher is better)", digits=0, thousands=True)
+                title="Throughput (tok/s, higher is better)", digits=0, thousands=True,
+                also=("output_tok_s",), spoken="total tok/s")
+TRAITS = Traits(vllm_throughput_bench=True, engine_speed=True, undeclared=True)
 # Total tok/s counts prompt and output tokens, as vLLM's benchmark does.
 LEGACY_WORK = {"batch_size": 1, "iterations": 5}
 

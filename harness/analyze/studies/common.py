@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness import workloads
 from harness.analyze.dataset import Dataset, read_record
 from harness.analyze.tables import MISSING
 from harness.core import paths
@@ -52,7 +53,7 @@ def run_log(ds: Dataset, run_dir: str) -> str:
 def fmt_value(v: float | None, kind: str) -> str:
     if not is_present(v):
         return MISSING
-    return f"{v:,.0f}" if kind == "throughput" else f"{v:.2f}"
+    return workloads.metric_of(kind).fmt(float(v))
 
 
 def fmt_pct(v: float | None, digits: int = 1) -> str:

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from harness.analyze.canonical import METRIC, Canonical, canonicalize
+from harness import workloads
+from harness.analyze.canonical import Canonical, canonicalize
 from harness.analyze.dataset import Dataset
 from harness.analyze.stats import ratio, spread
 from harness.analyze.tables import model_order, short_labels
@@ -46,7 +47,7 @@ def samples_frame(canons: Canonical | Sequence[Canonical]) -> pd.DataFrame:
         runs = c.runs
         med = {(r.leg, r.model, r.workload): r.value for r in c.cells.itertuples()}
         for r in runs.to_dict("records"):
-            v = r[METRIC[r["kind"]]]
+            v = r[workloads.metric_of(r["kind"]).key]
             m = med.get((r["leg"], r["model"], r["workload"]))
             rows.append({"series": c.series, "model": r["model"], "workload": r["workload"], "kind": r["kind"],
                          "leg": r["leg"], "leg_label": c.study.label(r["leg"]), "repeat": r["repeat"],
@@ -94,7 +95,7 @@ def ratio_frame(canons: Canonical | Sequence[Canonical], *, pairs: str = "consec
                 a, b = cells.get((old, model, wl)), cells.get((new, model, wl))
                 if a is None or b is None:
                     continue
-                rt = ratio(a["samples"], b["samples"], higher_is_better=(kind == "throughput"))
+                rt = ratio(a["samples"], b["samples"], higher_is_better=workloads.metric_of(kind).higher_is_better)
                 lo, ln = c.study.label(old), c.study.label(new)
                 rows.append({"series": c.series, "model": model, "workload": wl, "kind": kind, "old": old,
                              "new": new, "pair": f"{short[ln]}/{short[lo]}", "ratio": rt.value, "low": rt.low,

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from harness.analyze.canonical import METRIC, Canonical
+from harness import workloads
+from harness.analyze.canonical import Canonical
 from harness.analyze.significance import ALPHA
 
 # Fewer runs (or leg pairs) than these give a correlation that says nothing: "too few" instead.
@@ -47,7 +48,8 @@ def drift_frame(canons: Canonical | Sequence[Canonical]) -> pd.DataFrame:
             started = r.get("started_at")
             if cell is None or cell["n"] < 2 or not isinstance(started, str) or not started:
                 continue
-            v, m = float(r[METRIC[r["kind"]]]), float(cell["value"])
+            metric = workloads.metric_of(r["kind"])
+            v, m = float(r[metric.key]), float(cell["value"])
             if not (v > 0 and m > 0):
                 continue
             rows.append({"series": c.series, "time": pd.Timestamp(started), "leg": r["leg"],
@@ -55,7 +57,7 @@ def drift_frame(canons: Canonical | Sequence[Canonical]) -> pd.DataFrame:
                          "leg_order": legs.index(r["leg"]) if r["leg"] in legs else len(legs),
                          "model": r["model"], "workload": r["workload"], "kind": r["kind"],
                          "repeat": int(r["repeat"]), "value": v, "median": m,
-                         "speed": v / m if r["kind"] == "throughput" else m / v,
+                         "speed": v / m if metric.higher_is_better else m / v,
                          "provenance": r["provenance"], "run_dir": r["run_dir"],
                          # Runs of one engine group share their start time; their order in the group breaks the tie.
                          "_pos": _num(r.get("engine_position"))})

@@ -53,7 +53,7 @@ def reuse_table(ds: Dataset, *, per_run: str = PER_RUN, per_group: str = PER_GRO
         kind = g["kind"].dropna().iloc[0] if g["kind"].notna().any() else None
         if kind not in workloads.KINDS:
             continue
-        metric = workloads.kind(kind).METRIC
+        metric = workloads.metric_of(kind)
         a = g[g["series"] == per_run].sort_values("repeat")
         b = g[g["series"] == per_group].sort_values("repeat")
         if a.empty or b.empty:

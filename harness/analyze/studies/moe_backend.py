@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.analyze.canonical import UNIT, canonicalize
+from harness import workloads
+from harness.analyze.canonical import canonicalize
 from harness.analyze.dataset import Dataset
 from harness.analyze.failure import signature
 from harness.analyze.stats import Ratio, ratio, spread
@@ -150,14 +151,15 @@ def arm_table(ds: Dataset, *, series: str, model: str | None = None, workload: s
         ref_samples = table[(table["leg"] == ref[0]) & (table["arm"] == ref[1])]["samples"].iloc[0]
     is_ref = [ref is not None and (lg, a) == ref for lg, a in zip(table["leg"], table["arm"])]
     # The reference against itself is 1.00x by definition, not a ratio of its repeats.
+    higher = workloads.metric_of(kind).higher_is_better
     ratios = [Ratio(value=1.0) if me else
-              ratio(ref_samples, s, higher_is_better=(kind == "throughput")) if s and ref_samples else Ratio(value=None)
+              ratio(ref_samples, s, higher_is_better=higher) if s and ref_samples else Ratio(value=None)
               for s, me in zip(table["samples"], is_ref)]
     table["vs_reference"] = [r.value for r in ratios]
     table["vs_reference_low"] = [r.low for r in ratios]
     table["vs_reference_high"] = [r.high for r in ratios]
     table["vs_reference_verdict"] = ["reference" if me else r.verdict for r, me in zip(ratios, is_ref)]
-    unit = UNIT[kind]
+    unit = workloads.metric_of(kind).unit
     ref_label = f"{ds.study.label(ref[0])} {ref[1]}" if ref else "—"
     disp = pd.DataFrame({
         "leg": table["leg_label"], "arm": [f"`{a}`" for a in table["arm"]],
@@ -198,7 +200,7 @@ def arm_conclusion(arms: ArmTable, *, recovers: float = 0.97) -> list[str]:
         return ["No arm ran: nothing to compare."]
     ref = t[(t["leg"] == arms.reference[0]) & (t["arm"] == arms.reference[1])].iloc[0]
     ref_label = f"{ref['leg_label']} {ref['arm']}"
-    unit = UNIT[arms.kind]
+    unit = workloads.metric_of(arms.kind).unit
 
     def routing(r: pd.Series) -> str:
         if not isinstance(r["mode"], str):

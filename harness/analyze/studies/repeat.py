@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analyze.canonical import METRIC, UNIT, canonicalize, provenance_note
+from harness.analyze.canonical import canonicalize, provenance_note
 from harness.analyze.dataset import Dataset
 from harness.analyze.stats import ALPHA, METHOD, footnote, ratio
 from harness.analyze.tables import MISSING, fmt_ci, fmt_ratio, row_key, short_labels
@@ -22,6 +22,7 @@ from harness.core.errors import UserError
 from harness.analyze.studies.common import (fmt_pct, fmt_value, is_present, leg_pair, mad, names, pick_one,
                                         record_of, series_records)
 from harness.schema.record import RunRecord
+from harness.workloads import metric_of
 
 
 def decode_share(rec: RunRecord) -> tuple[float | None, str]:
@@ -118,7 +119,7 @@ def repeat_study(ds: Dataset, *, series: str, model: str | None = None, legs: st
     samples = pd.DataFrame({
         "workload": runs["workload"], "leg": runs["leg"], "leg_label": [ds.study.label(x) for x in runs["leg"]],
         "repeat": runs["repeat"], "kind": runs["kind"],
-        "value": [float(r[METRIC[r["kind"]]]) for r in runs.to_dict("records")],
+        "value": [float(r[metric_of(r["kind"]).key]) for r in runs.to_dict("records")],
         "provenance": runs["provenance"], "run_dir": runs["run_dir"],
     })
     rank = {w: i for i, w in enumerate(wl_order)} | {old: 0, new: 1}
@@ -139,7 +140,7 @@ def repeat_study(ds: Dataset, *, series: str, model: str | None = None, legs: st
             (known.iloc[0] if len(known) else "throughput")
         s_old = tuple(cell[old]["samples"].iloc[0]) if len(cell[old]) else ()
         s_new = tuple(cell[new]["samples"].iloc[0]) if len(cell[new]) else ()
-        r = ratio(s_old, s_new, higher_is_better=(kind == "throughput"))
+        r = ratio(s_old, s_new, higher_is_better=metric_of(kind).higher_is_better)
         m_old = float(np.median(s_old)) if s_old else None
         m_new = float(np.median(s_new)) if s_new else None
         gap = max(m_old, m_new) / min(m_old, m_new) - 1 if m_old and m_new else None
@@ -156,7 +157,7 @@ def repeat_study(ds: Dataset, *, series: str, model: str | None = None, legs: st
         if len(wl_runs) and is_present(wl_runs["output_tokens"].iloc[0]) and is_present(wl_runs["num_seqs"].iloc[0]):
             out_per_seq = float(wl_runs["output_tokens"].iloc[0]) / float(wl_runs["num_seqs"].iloc[0])
         row: dict[str, Any] = {
-            "workload": w, "kind": kind, "unit": UNIT[kind],
+            "workload": w, "kind": kind, "unit": metric_of(kind).unit,
             "old_samples": s_old, "old_n": len(s_old), "old_median": m_old,
             "old_spread": r.spread_old, "old_mad": mad(s_old),
             "new_samples": s_new, "new_n": len(s_new), "new_median": m_new,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness import workloads
 from harness.measure import guard
 from harness.measure.diagnose import diagnose
 from harness.measure.group import execute_group, group_key
@@ -27,7 +28,8 @@ class LocalExecutor:
                 i += 1
                 continue
             dirty = p.dirty + guard.check(guard.gpu_processes(), allow_dirty, "GPU already has processes")
-            if p.spec.workload.kind == "serve":  # the harness drives the leg's server: never in an engine group
+            # A server kind: the harness drives the leg's server, never in an engine group.
+            if workloads.traits_of(p.spec.workload.kind).server:
                 on_done(p, serve.execute(p.spec, p.run_dir, invocation_id=invocation_id, dirty=dirty,
                                          allow_dirty=allow_dirty), False)
                 i += 1
@@ -42,7 +44,8 @@ class LocalExecutor:
                 continue
             # The group: this run and the next ones of the same (repeat, leg, model, arm) still to measure.
             j = i + 1
-            while (j < len(planned) and planned[j].reuse is None and planned[j].spec.workload.kind != "serve"
+            while (j < len(planned) and planned[j].reuse is None
+                   and not workloads.traits_of(planned[j].spec.workload.kind).server
                    and group_key(planned[j].spec) == group_key(p.spec)):
                 j += 1
             batch = {q.spec.run_id: q for q in planned[i:j]}

@@ -34,7 +34,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from harness import __version__
+from harness import __version__, workloads
 
 from harness.core import paths
 from harness.measure import guard, leg as legmod, serve
@@ -123,8 +123,8 @@ def run_on_node(spec: RunSpec, *, invocation_id: str, dirty: list[str], allow_di
         scratch = Path(tempfile.mkdtemp(prefix="harness-run-"))
         placement["scratch_dir"] = str(scratch)  # the run_dir its spec.json names
         try:
-            # A serve run drives the leg's server from this task; everything else is the bench worker.
-            run = serve.execute if spec.workload.kind == "serve" else execute
+            # A server kind's run drives the leg's server from this task; everything else is the bench worker.
+            run = serve.execute if workloads.traits_of(spec.workload.kind).server else execute
             rec = run(spec, scratch, invocation_id=invocation_id, dirty=[*dirty, *found],
                       allow_dirty=allow_dirty, runner=RUNNER, attempt=attempt)
             files = run_files(scratch)

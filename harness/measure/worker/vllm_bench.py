@@ -19,6 +19,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[3]))
 import stack  # noqa: E402
 from bench import Events, die_with_group  # noqa: E402
 
+from harness import workloads  # noqa: E402
 from harness.schema.wire import WorkerResult  # noqa: E402
 
 
@@ -54,8 +55,8 @@ def main(spec_path: str) -> int:
     wl = spec["workload"]
     if os.getpgrp() == os.getpid():
         die_with_group()
-    if wl["kind"] != "throughput":
-        raise SystemExit(f"vLLM's throughput benchmark measures throughput workloads, not {wl['kind']}")
+    if not workloads.traits_of(wl["kind"]).vllm_throughput_bench:
+        raise SystemExit(f"vLLM's throughput benchmark does not measure {wl['kind']} workloads")
     ev("worker_start", python=sys.executable)
     manifest = stack.capture(import_torch=True)
     (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))

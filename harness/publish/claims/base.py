@@ -107,7 +107,7 @@ def steps(canon: Canonical, old: str, new: str, kind: str = "throughput", *,
         a, b = cells.get((old, model, workload)), cells.get((new, model, workload))
         if a is None or b is None:
             continue
-        rt = cell_ratio(canon, a, b, workloads.kind(kind).METRIC)
+        rt = cell_ratio(canon, a, b, workloads.metric_of(kind))
         out.append(Step(model=model, workload=workload, kind=kind, old=float(a["value"]), new=float(b["value"]),
                         ratio=rt, cls=model_class(model, classes)))
     return out

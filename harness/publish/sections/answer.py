@@ -92,7 +92,7 @@ def answer(st: Study) -> Answer:
     tests: list[tuple[int, Ratio]] = []   # (index in out, its ratio): decided together below
     margin, _ = study_margin(canon)
     for kind in workloads.KINDS:
-        metric = rounding.metric_of(kind)
+        metric = workloads.metric_of(kind)
         printed = rounding.printed_ratios(st.root, kind, labels) if st.transcribed else {}
         for model, workload in table_rows(canon, kind):
             for (old, lo), (new, ln) in zip(legs, legs[1:]):
@@ -104,7 +104,7 @@ def answer(st: Study) -> Answer:
                     out.append(Cell(model=model, workload=workload, kind=kind, step=step, ratio=None, low=None,
                                     high=None, interval=None, verdict="missing", side="missing", note=note))
                     continue
-                rt = cell_ratio(canon, a, b, workloads.kind(kind).METRIC, margin=margin)
+                rt = cell_ratio(canon, a, b, workloads.metric_of(kind), margin=margin)
                 tests.append((len(out), rt))
                 low, high, interval = rt.low, rt.high, "95% Welch-t" if rt.low is not None else None
                 notes = [x for x in (_pinned(att, old, lo, model), _pinned(att, new, ln, model)) if x]
@@ -189,7 +189,7 @@ def _summary(st: Study, cells: list[Cell], shown: list[Cell]) -> list[str]:
         flat = [c for c in ks if c.side == "within"]
         miss = [c for c in ks if c.side == "missing"]
         sig = [c for c in ks if c.verdict in ("faster", "slower")]
-        title = rounding.metric_of(kind).title.split(" (")[0].lower()
+        title = workloads.metric_of(kind).title.split(" (")[0].lower()
         with_ci = any(c.interval == "95% Welch-t" for c in ks)
         parts = [f"{len(up)} faster", f"{len(down)} slower",
                  f"{len(flat)} within {band:.0%} of 1.00x" + (" or with an interval that contains 1.00x" if with_ci else "")]

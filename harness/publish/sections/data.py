@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from harness import workloads
 from harness.analyze import tables
 from harness.analyze.tables import _legs, markdown_table
 from harness.publish import wording as w
@@ -74,7 +75,7 @@ def kind_table(st: Study, kind: str) -> tables.Table:
 
     t = tables.kind_table(st.canon, kind)
     legs = _legs(st.canon)
-    metric = rounding.metric_of(kind)
+    metric = workloads.metric_of(kind)
     notes = [n for n in t.notes if not (len(legs) < 2 and n == metric.ratio_note())]
     if not st.transcribed or len(legs) < 2 or not len(t.data):
         return tables.Table(name=t.name, title=t.title, data=t.data, display=t.display, notes=tuple(notes))

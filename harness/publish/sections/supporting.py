@@ -137,7 +137,8 @@ def _one_leg_md(st: Study, d: pd.DataFrame) -> str:
     disp = pd.DataFrame({
         "leg": [st.canon.study.label(x) for x in d["leg"]], "model": [ticked(m) for m in d["model"]],
         "workload": d["workload"],
-        "median": [f"{workloads.kind(k).METRIC.fmt(v)} {workloads.kind(k).METRIC.unit}" for k, v in zip(d["kind"], d["value"])],
+        "median": [f"{workloads.metric_of(k).fmt(v)} {workloads.metric_of(k).unit}"
+                   for k, v in zip(d["kind"], d["value"])],
         "n": d["n"].astype(str),
         "spread": [MISSING if pd.isna(x) else f"{x:.1%}" for x in d["spread"]],
         "timed s / run": [MISSING if pd.isna(x) else f"{x:.1f}" for x in d["timed_s"]],
