@@ -5,7 +5,7 @@
 
 Each notebook is thin: a markdown cell saying what it is and how to run it (the published study's data
 and a CPU variant that measures for real), a `parameters` cell papermill can override, one import
-cell, then short cells that call the study's modules in `harness.investigate` and `harness.publish.figures`.
+cell, then short cells that call the study's modules in `harness.analyze.studies` and `harness.publish.figures`.
 Figure cells carry `#| label: fig-...` so Quarto can embed them. Executed notebooks are never committed.
 """
 
@@ -24,7 +24,7 @@ _IMPORTS = """\
 %matplotlib inline
 from IPython.display import Markdown, display
 
-from harness.investigate import {studies}
+from harness.analyze.studies import {studies}{launch}
 from harness.publish import figures
 from harness.analyze.dataset import load
 from harness.analyze.tables import markdown_table
@@ -39,8 +39,10 @@ def bullets(lines):
 
 
 def imports(*studies: str) -> str:
-    """The notebook's one import cell: the diagnostic modules (`harness.investigate.*`) it calls."""
-    return _IMPORTS.format(studies=", ".join(studies))
+    """The notebook's one import cell: the diagnostic modules (`harness.analyze.studies.*`) it calls, and
+    `launch` (a notebook's own sweep), which measures and so lives with the experiments."""
+    launch = "\nfrom harness.experiments import launch" if "launch" in studies else ""
+    return _IMPORTS.format(studies=", ".join(s for s in studies if s != "launch"), launch=launch)
 
 
 RUN_NOTE = ("Run from the project root with the project's environment (`.venv`, kernel `python3`). The "
@@ -398,7 +400,7 @@ papermill notebooks/kernel_diff.ipynb out.ipynb -k python3
 papermill notebooks/kernel_diff.ipynb out.ipynb -k python3 -p model tiny-qwen2-vl -p workload image
 ```
 
-The same as a command: `harness profile-diff results/cpu-profile --model tiny-llama --workload mixed
+The same as a command: `harness compare profiles results/cpu-profile --model tiny-llama --workload mixed
 --legs cpu-0.27.1 cpu-0.32.0`.
 """ + RUN_NOTE),
     params("""\

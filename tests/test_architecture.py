@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "harness"
 # Lower number = further down the pipeline; a package may import its own rank or lower.
-RANK = {"core": 0, "schema": 1, "workloads": 1, "measure": 2, "analyze": 3, "investigate": 4, "publish": 5,
+RANK = {"core": 0, "schema": 1, "workloads": 1, "measure": 2, "analyze": 3, "experiments": 4, "publish": 5,
         "cli": 6, "__main__": 7, "__init__": 0}
 
 
@@ -75,6 +75,31 @@ def test_no_import_circle():
         if m not in state:
             visit(m)
     assert not circles, "import circles:\n" + "\n".join(" -> ".join(c) for c in circles)
+
+
+# The one measure module a study may read: the scenario file (its order of models, workloads and arms,
+# its series); it starts nothing.
+STUDIES_MAY_READ = {"harness.measure.scenario"}
+
+
+def test_the_diagnostic_studies_import_no_measuring_code():
+    measuring = [f"{m} -> {i}" for m, deps in _graph().items() if m.startswith("harness.analyze.studies")
+                 for i in deps if (i.startswith("harness.measure") and i not in STUDIES_MAY_READ)
+                 or i.startswith("harness.experiments")]
+    assert not measuring, "diagnostic studies importing measuring code:\n" + "\n".join(sorted(measuring))
+    assert any(m.startswith("harness.analyze.studies.") for m in _graph()), "the studies are where this test looks"
+
+
+def test_the_side_experiments_are_one_module_each_in_the_registry():
+    from harness import experiments
+
+    for name in experiments.EXPERIMENTS:
+        m = experiments.experiment(name)
+        assert m.NAME == name and m.GROUP in experiments.GROUPS and m.HELP and m.EXAMPLE.startswith("harness ")
+        for attr in ("Args", "run", "summary", "summary_md", "study_records", "quote", "SIDE_SECTION"):
+            assert hasattr(m, attr), f"{m.__name__} has no {attr}"
+        assert hasattr(m.Args, "add_cli_args") and hasattr(m.Args, "from_cli_args")
+    assert not (ROOT / "investigate").exists()
 
 
 @pytest.mark.parametrize("package", ["workloads", "schema/wire.py"])

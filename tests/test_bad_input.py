@@ -371,7 +371,7 @@ STUDY_CASES = [
 
 
 @pytest.mark.parametrize("case", STUDY_CASES, ids=[c[0] for c in STUDY_CASES])
-@pytest.mark.parametrize("verb", ["tables", "report", "export"])
+@pytest.mark.parametrize("verb", ["tables", "report"])
 def test_not_a_study(tmp_path, run_cli, case, verb):
     _, make, culprit = case
     target = make(tmp_path)
@@ -527,7 +527,7 @@ workloads:
 def test_a_second_crosscheck_keeps_the_first(tmp_path, fake_sweep, monkeypatch):
     import dataclasses
 
-    from harness.investigate import crosscheck as cc
+    from harness.experiments import crosscheck as cc
     from harness.measure.sweep import SweepArgs
     from tests.conftest import FAKE_BENCH, write_scenario
 

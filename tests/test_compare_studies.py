@@ -45,7 +45,7 @@ def test_b200_against_its_h200_companion() -> None:
 
 def test_cli_is_a_thin_verb_with_one_line_errors(tmp_path) -> None:
     (tmp_path / "empty").mkdir()
-    p = subprocess.run([sys.executable, "-m", "harness", "compare-studies", str(tmp_path / "empty"),
+    p = subprocess.run([sys.executable, "-m", "harness", "compare", "studies", str(tmp_path / "empty"),
                         str(tmp_path / "empty")], capture_output=True, text=True, cwd=paths.PROJ_ROOT)
     assert p.returncode == 2 and "not a study folder" in p.stderr and "Traceback" not in p.stderr
     with pytest.raises(UserError, match="not a study folder"):
@@ -55,7 +55,7 @@ def test_cli_is_a_thin_verb_with_one_line_errors(tmp_path) -> None:
 @needs_refs
 def test_cli_writes_the_comparison(tmp_path) -> None:
     out = tmp_path / "cmp.md"
-    p = subprocess.run([sys.executable, "-m", "harness", "compare-studies", str(B200), str(H200REF), "--out",
+    p = subprocess.run([sys.executable, "-m", "harness", "compare", "studies", str(B200), str(H200REF), "--out",
                         str(out)], capture_output=True, text=True, cwd=paths.PROJ_ROOT)
     assert p.returncode == 0, p.stderr
     assert out.read_text().startswith("# b200-reference vs h200-reference: does it transfer?")

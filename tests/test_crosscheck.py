@@ -7,7 +7,7 @@ import pytest
 
 import json
 
-from harness.investigate import crosscheck as cc
+from harness.experiments import crosscheck as cc
 from harness.measure.sweep import SweepArgs
 from tests.conftest import FAKE_BENCH, write_scenario
 
@@ -66,11 +66,12 @@ def test_dry_run_writes_nothing(tmp_path, fake_sweep):
 @pytest.mark.engine
 def test_tokenization_probe_measures_what_only_vllms_benchmark_times(tmp_path):
     # Real leg, real tokenizer, no engine: encoding the workload's prompts as text takes measurable time.
-    from harness.investigate.crosscheck import tokenization_cost, tokenization_md
+    from harness.experiments.crosscheck import study_rows
+    from harness.experiments.crosscheck_tokenization import tokenization_cost, tokenization_md
     from harness.measure.sweep import SweepArgs
 
     rows = tokenization_cost(SweepArgs(scenario="cpu-tiny", results=tmp_path, legs=("cpu-0.32.0",),
-                                       workloads=("mixed",)), repeats=2)
+                                       workloads=("mixed",)), crosscheck_rows=study_rows, repeats=2)
     assert len(rows) == 1 and rows[0]["tokenize_s"] > 0 and rows[0]["text_prompt_tokens"] > 0
     assert rows[0]["share"] is None  # no crosscheck in this fresh study: nothing to compare with
     assert "| cpu-0.32.0 | `tiny-llama` | mixed |" in tokenization_md(rows)

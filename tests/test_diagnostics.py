@@ -1,4 +1,4 @@
-"""The diagnostic studies (harness.investigate: repeat, moe_backend, falsification, dispersion, launch) and
+"""The diagnostic studies (harness.analyze.studies: repeat, moe_backend, falsification, dispersion; harness.experiments.launch) and
 harness.publish.figures: on the transcribed B200 reference data (the study's own figures, which the functions must
 reproduce) and on FAKE study folders (studygen) whose answers are known in advance."""
 
@@ -16,7 +16,8 @@ import pytest
 from matplotlib.figure import Figure
 from studygen import record_dict, write_run, write_study_yaml
 
-from harness.investigate import common, dispersion, falsification, launch, moe_backend, repeat
+from harness.analyze.studies import common, dispersion, falsification, moe_backend, repeat
+from harness.experiments import launch
 from harness.core.logs import log_facts, pf_mode
 from harness.publish import figures
 from harness.measure import guard
@@ -475,10 +476,10 @@ def test_reference_records_are_untouched_by_the_analysis(b200):
 
 
 def test_the_diagnostics_face_re_exports_the_study_modules_objects():
-    """harness.investigate.diagnostics is only a face: each public name is the study module's own object."""
-    from harness.investigate import diagnostics
+    """harness.analyze.studies.diagnostics is only a face: each public name is the study module's own object."""
+    from harness.analyze.studies import diagnostics
 
     assert diagnostics.repeat_study is repeat.repeat_study and diagnostics.arm_table is moe_backend.arm_table
     assert diagnostics.falsification_matrix is falsification.falsification_matrix
-    assert diagnostics.ratio_frame is dispersion.ratio_frame and diagnostics.measure is launch.measure
+    assert diagnostics.ratio_frame is dispersion.ratio_frame
     assert diagnostics.log_facts is log_facts and all(hasattr(diagnostics, n) for n in diagnostics.__all__)

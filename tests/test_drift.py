@@ -1,4 +1,4 @@
-"""Host drift (harness.investigate.drift, the report's drift figure): on FAKE studies written with
+"""Host drift (harness.analyze.studies.drift, the report's drift figure): on FAKE studies written with
 studygen (made-up values and start times, nothing measured), then a smoke check on two shipped studies."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 from harness.analyze.dataset import load
 from harness.core import paths
-from harness.investigate import drift
-from harness.investigate.dispersion import canonical_all
+from harness.analyze.studies import drift
+from harness.analyze.studies.dispersion import canonical_all
 from harness.publish import figures
 from harness.publish.figure_cells import Note, Png, drift_figure
 from harness.publish.study import load_study

@@ -6,7 +6,7 @@ from __future__ import annotations
 from studygen import record_dict, write_run, write_study_yaml
 
 from harness.analyze.dataset import load
-from harness.investigate.engine_reuse import reuse_md, reuse_table
+from harness.analyze.studies.engine_reuse import reuse_md, reuse_table
 from harness.measure.sweep import SweepArgs, leg_order, plan
 from tests.conftest import write_scenario
 
@@ -89,11 +89,11 @@ def test_cli_prints_the_table_and_a_study_without_both_series_is_one_line(tmp_pa
     import sys
 
     _study(tmp_path, {"mixed": [100, 101, 99]}, {"mixed": [100, 100, 101]})
-    p = subprocess.run([sys.executable, "-m", "harness", "engine-reuse", str(tmp_path / "reuse")],
+    p = subprocess.run([sys.executable, "-m", "harness", "check", "engine-reuse", str(tmp_path / "reuse")],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert "| cpu-0.32.0 | `tiny` | mixed | 3 / 3 |" in p.stdout
-    p = subprocess.run([sys.executable, "-m", "harness", "engine-reuse", str(tmp_path / "reuse"), "--per-group", "nope"],
+    p = subprocess.run([sys.executable, "-m", "harness", "check", "engine-reuse", str(tmp_path / "reuse"), "--per-group", "nope"],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.strip().count("\n") == 0 and "'nope'" in p.stderr

@@ -176,9 +176,9 @@ def test_cli_verb_prints_the_table_and_refuses_an_unknown_leg(tmp_path, capsys):
     from harness.cli import main
 
     study = _study(tmp_path / "s", {"0.27": [row(0, [1, 2])], "0.32": [row(0, [1, 2])]})
-    assert main(["equivalence", str(study)]) == 0
+    assert main(["check", "equivalence", str(study)]) == 0
     assert "same answers" in capsys.readouterr().out
-    assert main(["equivalence", str(study), "--legs", "0.27", "nope"]) == 2
+    assert main(["check", "equivalence", str(study), "--legs", "0.27", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no leg 'nope'" in err
 

@@ -50,7 +50,10 @@ def kind_branches(source: str, names: set[str]) -> list[tuple[int, str]]:
 
 
 # Not a kind: the record's `serve` section (RunRecord.serve), named by its field.
-NOT_A_KIND = {("harness/measure/serve.py", "serve")}
+NOT_A_KIND = {("harness/measure/serve.py", "serve"),
+              # Command names that are spelt like a kind: `harness check serve` (the experiments' registry)
+              # and the old `harness equivalence` verb (the CLI's aliases).
+              ("harness/experiments/__init__.py", "serve"), ("harness/cli/__init__.py", "equivalence")}
 
 
 def test_nothing_outside_workloads_branches_on_a_kind_name():
@@ -183,8 +186,8 @@ def test_a_new_kind_reaches_tables_export_and_the_answer(dummy_kind, tmp_path):
 
 
 def test_bisect_searches_in_a_new_kinds_direction(dummy_kind, tmp_path, monkeypatch):
-    from harness.investigate import bisect as bis
-    from harness.investigate.bisect import BisectArgs, Measurement
+    from harness.experiments import bisect as bis
+    from harness.experiments.bisect import BisectArgs, Measurement
 
     # The H200 ablation scenario with its latency workload declared as the dummy kind instead.
     real = bis.load_scenario
@@ -211,4 +214,4 @@ def test_bisect_searches_in_a_new_kinds_direction(dummy_kind, tmp_path, monkeypa
     assert rec.conclusion.first_differing == "0.25.1"
     bad = next(s for s in rec.steps if s.version == "0.26.0")
     assert bad.ratio is not None and bad.ratio < 1      # slower, read the dummy's way (new/old)
-    assert "req/s" in bis.bisect_section_md(rec)
+    assert "req/s" in bis.summary_md(bis.summary(rec))

@@ -17,7 +17,7 @@ import papermill as pm
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
-from harness.investigate import common, dispersion, falsification, moe_backend, repeat
+from harness.analyze.studies import common, dispersion, falsification, moe_backend, repeat
 from harness.core import paths
 from harness.analyze.dataset import load
 
@@ -82,7 +82,8 @@ def test_a_notebook_reads_parameters_imports_then_calls(stem):
     declared = [ln.split("=")[0].strip() for ln in params.source.splitlines() if ln.strip()]
     assert list(pm.inspect_notebook(str(NB / f"{stem}.ipynb"))) == declared
     assert sum("parameters" in c.metadata.get("tags", []) for c in nb.cells) == 1
-    studies = re.search(r"^from harness\.investigate import (.+)$", imports.source, re.M).group(1).split(", ")
+    studies = [s for m in re.finditer(r"^from harness\.(?:analyze\.studies|experiments) import (.+)$", imports.source, re.M)
+               for s in m.group(1).split(", ")]
     body = "\n".join(c.source for c in nb.cells[3:] if c.cell_type == "code")
     assert studies and all(f"{s}." in body for s in studies), "imports the study modules it calls, and only those"
     code = [c for c in nb.cells[3:] if c.cell_type == "code"]

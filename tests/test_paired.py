@@ -338,7 +338,7 @@ def test_until_decided_stops_once_every_cell_is_decided_and_the_tables_test_at_a
     from harness.analyze.canonical import canonicalize
     from harness.analyze.dataset import load
     from harness.analyze.tables import throughput
-    from harness.investigate.until_decided import until_decided
+    from harness.analyze.until_decided import until_decided
 
     res = fake_paired({"fake_pass_s": 0.02, "fake_only_tok_s": 1250.0, "fake_only_leg": B}, blocks=6, pairs=3,
                       until_decided=True, min_blocks=3, stop_rule=until_decided)
@@ -351,7 +351,7 @@ def test_until_decided_stops_once_every_cell_is_decided_and_the_tables_test_at_a
 
 
 def test_until_decided_goes_on_while_a_cell_is_undecided_and_is_refused_where_it_cannot_apply(fake_paired):
-    from harness.investigate.until_decided import until_decided
+    from harness.analyze.until_decided import until_decided
 
     res = fake_paired({"fake_pass_s": 0.02, "fake_steady": True, "fake_only_tok_s": 1250.0, "fake_only_leg": B},
                       blocks=3, pairs=3,

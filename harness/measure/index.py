@@ -1,8 +1,8 @@
 """The package index and uv locks: which releases a project has, and what a lock pins.
 
 Releases come from the index's PEP 691 JSON project page, the same source uv and pip read; the index
-is the one they are configured with (the project names none of its own). `harness.investigate.window` lists a package's releases around
-its declared range, `harness.investigate.bisect` the vLLM releases between two legs.
+is the one they are configured with (the project names none of its own). `harness.experiments.window` lists a package's releases around
+its declared range, `harness.experiments.bisect` the vLLM releases between two legs.
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ class Design:
 
 
 # After block `done` (every (model, arm) of it measured): None to go on, or why the sweep stops there.
-# Built above measure/ (harness.investigate.until_decided), which may use the analysis; `design` and the
+# Built above measure/ (harness.analyze.until_decided), which may use the analysis; `design` and the
 # scenario's margin and engine bound come with it.
 StopRule = Callable[[list[RunRecord], int, Design, Any], str | None]
 

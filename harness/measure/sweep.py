@@ -22,7 +22,7 @@ import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from harness import __version__, workloads
-from harness.core import paths
+from harness.core import flags, paths
 from harness.core.errors import LegEnvError, UserError
 from harness.core.yamlio import read_yaml
 from harness.measure import dryrun, guard, leg as legmod, paired, prime, supersede
@@ -75,9 +75,7 @@ class SweepArgs:
 
     @classmethod
     def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
-        p.add_argument("scenario", help="scenario name (scenarios/NAME.yaml) or path")
-        p.add_argument("--results", type=Path, default=paths.RESULTS, help="results root (default: results/)")
-        p.add_argument("--study", help="study folder under the results root (default: the scenario name)")
+        flags.scenario_study(p)
         for name in ("legs", "models", "workloads", "arms"):
             p.add_argument(f"--{name[:-1]}", dest=name, action="append", default=[],
                            help=f"only this {name[:-1]} (repeatable)")
@@ -91,11 +89,11 @@ class SweepArgs:
                        help="before the first run to measure of each (leg, model, arm), one engine whose run is "
                             "kept in arm <arm>-prime and never canonical, so that the measured runs start on warm "
                             "compile caches (a fresh machine's first engine compiles)")
-        p.add_argument("--allow-dirty", action="store_true", help="measure despite guard findings (recorded)")
+        flags.allow_dirty(p)
         p.add_argument("--timeout", dest="timeout_s", type=float, help="per-run timeout in seconds")
         p.add_argument("--devices", help="CUDA_VISIBLE_DEVICES for every run")
         p.add_argument("--dry-run", action="store_true", help="print the plan, measure nothing")
-        p.add_argument("--offline", action="store_true", help="resolve legs from uv's cache only")
+        flags.offline(p)
         p.add_argument("--executor", choices=list(EXECUTORS), default="local")
         p.add_argument("--address", dest="ray_address", help="Ray cluster address (with --executor ray)")
         p.add_argument("--engine", choices=["per-run", "per-group"],
@@ -416,7 +414,7 @@ def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str], *, looks: i
 def sweep(args: SweepArgs, *, executor: Executor | None = None,
           stop_rule: paired.StopRule | None = None) -> SweepResult:
     """Plan and measure. `stop_rule`: what a paired sweep until decided asks after each block (the
-    CLI passes harness.investigate.until_decided; it lives above measure/, as it uses the analysis)."""
+    CLI passes harness.analyze.until_decided; it lives above measure/, as it uses the analysis)."""
     sc, study_dir, planned = plan(args)
     return execute_plan(args, sc, study_dir, planned, executor=executor, stop_rule=stop_rule)
 
@@ -507,7 +505,7 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
 
             if design is not None:
                 if design.until_decided and stop_rule is None:
-                    raise UserError("--until-decided needs its stop rule (harness.investigate.until_decided)")
+                    raise UserError("--until-decided needs its stop rule (harness.analyze.until_decided)")
                 stop = ((lambda done: stop_rule(records, done, design, sc)) if design.until_decided and stop_rule
                         else None)
                 paired.run_paired(planned, design, invocation_id=invocation_id, allow_dirty=args.allow_dirty,

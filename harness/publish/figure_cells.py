@@ -1,5 +1,5 @@
 """The report's figure cells: the figure functions of `harness.publish.figures` over the frames of
-`harness.investigate.diagnostics` (as the notebooks draw them), each returned as one cell output."""
+`harness.analyze.studies.diagnostics` (as the notebooks draw them), each returned as one cell output."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def show_all(figs: Sequence[Any]) -> None:
 
 def ratio_figure(st: Study) -> Png | Note:
     """Per step between consecutive legs, each (model, workload)'s ratio with its 95% interval."""
-    from harness.investigate import diagnostics as dx
+    from harness.analyze.studies import diagnostics as dx
     from harness.publish import figures
 
     if len(_legs(st.canon)) < 2:
@@ -72,7 +72,7 @@ def ratio_rows(st: Study) -> Any:
     """The ratio frame of the main series; for transcribed cells, with the interval the rounding of the
     printed figures allows (`r_low`, `r_high`)."""
     from harness.analyze import rounding
-    from harness.investigate import diagnostics as dx
+    from harness.analyze.studies import diagnostics as dx
 
     df = dx.ratio_frame(st.canon)
     if not st.transcribed or df.empty:
@@ -108,7 +108,7 @@ def ratio_caption_md(st: Study) -> str:
 
 def coverage_figure(st: Study) -> Png | Note:
     from harness.analyze.failure import attributions_by_model
-    from harness.investigate import diagnostics as dx
+    from harness.analyze.studies import diagnostics as dx
     from harness.publish import figures
 
     cov = dx.coverage_frame(st.ds, canon=st.canon)
@@ -123,7 +123,7 @@ def coverage_figure(st: Study) -> Png | Note:
 
 def dispersion_figure(st: Study) -> Png | Note:
     """Every repeat of every series, as its deviation from its cell's median."""
-    from harness.investigate import diagnostics as dx
+    from harness.analyze.studies import diagnostics as dx
     from harness.publish import figures
 
     return show(figures.dispersion_strip(dx.samples_frame(list(st.series.values()))))
@@ -152,7 +152,7 @@ def series_figures(st: Study) -> list[Png | Note]:
 def drift_figure(st: Study) -> Png | Note:
     """Every timestamped repeat of every series, its speed against the time it started: whether the host
     drifted or had slow episodes, and whether those struck the legs of one repeat together."""
-    from harness.investigate import drift
+    from harness.analyze.studies import drift
     from harness.publish import figures
 
     frame = drift.drift_frame(list(st.series.values()))

@@ -1,4 +1,4 @@
-"""Figures for the notebooks and the report: plain functions from the frames of `harness.investigate.diagnostics`
+"""Figures for the notebooks and the report: plain functions from the frames of `harness.analyze.studies.diagnostics`
 to matplotlib `Figure` objects.
 
 Each function takes a DataFrame (documented columns), draws on a new `Figure` that pyplot does not
@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from harness.workloads import KINDS, metric_of
 
 if TYPE_CHECKING:
-    from harness.investigate.drift import DriftSummary
+    from harness.analyze.studies.drift import DriftSummary
 
 TRANSCRIBED_NOTE = "Transcribed from the published study, not measured by this harness."
 PASS, FAIL = "#4c9a5b", "#c44e52"
@@ -62,7 +62,7 @@ def _empty(title: str, message: str) -> Figure:
 def ratio_dots(ratios: pd.DataFrame, *, title: str = "Ratio between legs, per model and workload") -> Figure:
     """Dot plot of ratios with their intervals, one row per (model, workload), one panel per kind.
 
-    `ratios`: `harness.investigate.dispersion.ratio_frame` columns — model, workload, kind, pair, ratio, low, high,
+    `ratios`: `harness.analyze.studies.dispersion.ratio_frame` columns — model, workload, kind, pair, ratio, low, high,
     verdict, provenance; optionally `r_low` / `r_high`, the interval the rounding of transcribed figures
     allows. Filled dots with bars: a 95% Welch-t interval (repeats on both sides). Hollow dots: single
     passes. A grey bar is the rounding interval; a row whose rounding interval contains 1.0x is drawn
@@ -133,7 +133,7 @@ def dispersion_strip(samples: pd.DataFrame, *, title: str = "Repeat dispersion p
     """Each repeat's deviation from its cell's median (%), per model: a box per model and leg with the
     repeats drawn over it. Cells with one repeat have no dispersion and are left out.
 
-    `samples`: `harness.investigate.diagnostics.samples_frame` columns — model, workload, leg_label, rel_dev,
+    `samples`: `harness.analyze.studies.diagnostics.samples_frame` columns — model, workload, leg_label, rel_dev,
     provenance (and series).
     """
     counts = samples.groupby(["series", "model", "workload", "leg_label"])["value"].transform("size")
@@ -167,7 +167,7 @@ def dispersion_strip(samples: pd.DataFrame, *, title: str = "Repeat dispersion p
 
 def coverage_heatmap(coverage: pd.DataFrame, *, title: str = "Coverage: model x leg",
                      provenance: pd.Series | None = None) -> Figure:
-    """model x leg grid coloured by outcome. `coverage`: `harness.investigate.diagnostics.coverage_frame` (index:
+    """model x leg grid coloured by outcome. `coverage`: `harness.analyze.studies.diagnostics.coverage_frame` (index:
     model, columns: leg labels, values: ok / partial / excluded / failed / not run)."""
     states = ["ok", "ok (pinned)", "partial", "excluded", "failed", "not run"]
     palette = [PASS, "#a6d49f", "#dd8452", "#8172b3", FAIL, "#dddddd"]
@@ -192,7 +192,7 @@ def coverage_heatmap(coverage: pd.DataFrame, *, title: str = "Coverage: model x 
 def repeat_strip(samples: pd.DataFrame, *, title: str = "Repeats per leg") -> Figure:
     """One panel per workload: every repeat of each leg and its median (a bar).
 
-    `samples`: `harness.investigate.diagnostics.RepeatStudy.samples` — workload, leg_label, repeat, kind, value,
+    `samples`: `harness.analyze.studies.diagnostics.RepeatStudy.samples` — workload, leg_label, repeat, kind, value,
     provenance.
     """
     if samples.empty:
@@ -227,7 +227,7 @@ def ratio_vs_decode(table: pd.DataFrame, *, pair: str = "new/old",
                     title: str = "Ratio against how decode-bound the workload is") -> Figure:
     """Ratio of medians (with its 95% CI) against the workload's decode share, one point per workload.
 
-    `table`: `harness.investigate.diagnostics.RepeatStudy.table` — workload, ratio, ci_low, ci_high, decode_share,
+    `table`: `harness.analyze.studies.diagnostics.RepeatStudy.table` — workload, ratio, ci_low, ci_high, decode_share,
     decode_share_source, provenance. Workloads whose records do not hold a decode share are listed
     in the footer instead of being placed anywhere.
     """
@@ -264,7 +264,7 @@ def arm_bars(arms: pd.DataFrame, *, unit: str = "tok/s", title: str = "Throughpu
     """Horizontal bars: the median of each (leg, arm) with its repeats as dots; arms that did not run
     are drawn as an empty row labelled with their status (e.g. "refused").
 
-    `arms`: `harness.investigate.diagnostics.ArmTable.table` — leg_label, arm, value, samples, status, mode,
+    `arms`: `harness.analyze.studies.diagnostics.ArmTable.table` — leg_label, arm, value, samples, status, mode,
     provenance.
     """
     if arms.empty:
@@ -301,7 +301,7 @@ def falsification_heatmap(passed: pd.DataFrame, outcomes: pd.DataFrame, *, title
                           provenance: tuple[str, ...] | pd.Series = ()) -> Figure:
     """arm x model grid: green where the run passed, red where it failed, grey where it did not run;
     each cell printed with its outcome ("rc=1"). `passed` / `outcomes`:
-    `harness.investigate.diagnostics.FalsificationMatrix.passed` / `.outcomes`."""
+    `harness.analyze.studies.diagnostics.FalsificationMatrix.passed` / `.outcomes`."""
     if passed.empty:
         return _empty(title, "No runs.")
     codes = passed.apply(lambda col: col.map(lambda v: 1.0 if v is True or v is np.True_ else
@@ -357,8 +357,8 @@ def drift_scatter(frame: pd.DataFrame, summary: DriftSummary, *,
     panels, so minutes stay readable across hours. The lines under the title give the trend (Spearman),
     how closely the legs of one repeat moved together (Pearson, over pairs) and the largest episode.
 
-    `frame`: `harness.investigate.drift.drift_frame` columns — series, time, leg_label, speed, provenance;
-    `summary`: its `harness.investigate.drift.DriftSummary`.
+    `frame`: `harness.analyze.studies.drift.drift_frame` columns — series, time, leg_label, speed, provenance;
+    `summary`: its `harness.analyze.studies.drift.DriftSummary`.
     """
     import matplotlib.dates as mdates
     from matplotlib.lines import Line2D

@@ -18,10 +18,12 @@ Placeholders (`{{ kind: key=value, ..., expect=TEXT }}`; values without commas, 
   {{ samples: model=M, workload=W, leg=LABEL, expect="7,030 / 6,985 / 6,948" }}  every repeat
   {{ spread: model=M, workload=W, leg=LABEL, expect=1.2% }}    (max - min) / median of the repeats
   {{ count: what=passing|pinned|failing|full, leg=LABEL, expect=13 }}  models (full: on every leg)
-  {{ bisect: version=0.32.0, stat=median, expect=10,791.69 }}  a step of the study's bisect record
+  {{ NAME: key=value, ..., expect=TEXT }}  a number from a side-experiment's records of the study, for
+      every experiment of harness.experiments with a `quote` (its docstring names the keys), e.g.
+      {{ bisect: version=0.32.0, stat=median, expect=10,791.69 }}  a step of the study's bisect record
       (stat=median, n, spread, or ratio: its speed against the good leg with the interval; model= and
       workload= pick one record where the study has several)
-  {{ crosscheck: leg=NAME, model=M, workload=W, stat=harness, expect=12,682 }}  crosscheck median
+      {{ crosscheck: leg=NAME, model=M, workload=W, stat=harness, expect=12,682 }}  crosscheck median
   {{ printed: model=M, workload=W, step=0.26->0.29, study=h200-reference, expect=1.17x }}  a ratio the
       study's source printed without its figures (`printed.yaml`), or the outcome it printed instead
   {{ transfer: model=M, workload=W, step=0.18->0.26, study=h200-reference, expect=transfers }}  the
@@ -38,7 +40,6 @@ Migration: a later version adds `schema_version`; a note without it is version 1
 from __future__ import annotations
 
 import re
-import statistics
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -52,6 +53,7 @@ from harness.analyze.canonical import Canonical, canonicalize
 from harness.analyze.dataset import load
 from harness.analyze.stats import ratio, spread
 from harness.analyze.tables import _legs
+from harness import experiments
 from harness.core.errors import InvalidFileError, UserError
 from harness.core.yamlio import describe
 from harness.publish.strict import ClaimFailed
@@ -200,12 +202,14 @@ def compute(st: Study, kind: str, a: dict[str, str]) -> str:
         return _printed(st, a)
     if kind == "transfer":
         return _transfer(st, a)
-    if kind == "bisect":
-        return _bisect(st, a)
-    if kind == "crosscheck":
-        return _crosscheck(st, a)
-    raise UserError(f"unknown placeholder kind {kind!r} (value, ratio, samples, spread, count, bisect, "
-                    f"crosscheck, quoted)")
+    quoting = experiments.quoting()
+    if kind in quoting:
+        exp = quoting[kind]
+        legs = {n for n, _ in _legs(st.canon)}
+        models = set(st.canon.cells["model"]) if len(st.canon.cells) else set()
+        return exp.quote(exp.study_records(st.root, legs, models), a)
+    raise UserError(f"unknown placeholder kind {kind!r} (value, ratio, samples, spread, count, printed, transfer, "
+                    f"{', '.join(quoting)}, quoted)")
 
 
 def _count(canon: Canonical, a: dict[str, str]) -> int:
@@ -261,57 +265,6 @@ def _comparison(a: str, b: str):  # noqa: ANN202
     from harness.publish.compare_studies import compare_studies
 
     return compare_studies(a, b)
-
-
-def _bisect(st: Study, a: dict[str, str]) -> str:
-    from harness.investigate import bisect
-
-    legs = {n for n, _ in _legs(st.canon)}
-    models = set(st.canon.cells["model"]) if len(st.canon.cells) else set()
-    folder = st.root.parent / "bisect"
-    # The records the report's diagnostics show (this study's legs and models), narrowed by model= and
-    # workload= where given; two records with the step and neither given is a question, not a pick.
-    recs = [r for r in (bisect.read_records(folder) if folder.is_dir() else [])
-            if {r.inputs.good, r.inputs.bad} <= legs and r.inputs.model in models
-            and a.get("model", r.inputs.model) == r.inputs.model
-            and a.get("workload", r.inputs.workload) == r.inputs.workload]
-    having = [r for r in recs if any(s.version == a.get("version") for s in r.steps)]
-    if len(having) > 1:
-        raise UserError(f"bisect: {len(having)} bisect records have a step {a.get('version')!r} ("
-                        + ", ".join(f"{r.inputs.model} / {r.inputs.workload}" for r in having)
-                        + "); name one with model= and workload=")
-    for rec in having:
-        for step in rec.steps:
-            if step.version == a.get("version"):
-                if step.median is None:
-                    # A skipped release has no number to quote; say so rather than print a blank.
-                    raise UserError(f"bisect: step {step.version} of {rec.inputs.good} → {rec.inputs.bad} was not "
-                                    f"measured ({step.reason or 'skipped'}); nothing to quote")
-                if a.get("stat", "median") == "median":
-                    return f"{step.median:,.2f}" if abs(step.median) >= 10 else f"{step.median:.4g}"
-                if a.get("stat") == "ratio":
-                    if step.ratio is None:
-                        raise UserError(f"bisect: step {step.version} is the reference; it has no ratio to quote")
-                    ci = (f" [{step.ci_low:.3f}, {step.ci_high:.3f}]"
-                          if step.ci_low is not None and step.ci_high is not None else "")
-                    return f"{step.ratio:.3f}x{ci}"
-                if a.get("stat") == "n":
-                    return str(len(step.samples))
-                if a.get("stat") == "spread":
-                    sp = spread(list(step.samples))
-                    return "—" if sp is None else f"{sp:.1%}"
-    raise UserError(f"bisect: no step of version {a.get('version')!r} in a bisect record of this study's legs")
-
-
-def _crosscheck(st: Study, a: dict[str, str]) -> str:
-    from harness.investigate.crosscheck import load as load_crosscheck
-
-    summary = load_crosscheck(st.root) or {}
-    for r in summary.get("rows") or []:
-        if (r["leg"], r["model"], r["workload"]) == (a.get("leg"), a.get("model"), a.get("workload")):
-            vals = r["harness_tok_s"] if a.get("stat", "harness") == "harness" else r["vllm_tok_s"]
-            return f"{statistics.median(vals):,.0f}"
-    raise UserError(f"crosscheck: no row {a.get('leg')} {a.get('model')} {a.get('workload')} in this study")
 
 
 def resolve(st: Study, note: Note) -> tuple[str, bool]:

@@ -1,4 +1,4 @@
-"""The client-overhead result: `client-overhead.json` (harness.investigate.client_overhead), what the
+"""The client-overhead result: `client-overhead.json` (harness.experiments.client_overhead), what the
 serving load generator costs on one machine against an endpoint that does no work.
 
 Result SCHEMA_VERSION history:

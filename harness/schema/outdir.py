@@ -25,7 +25,7 @@ and then the old one deleted: at no point is anything lost, though for an instan
 
 Why here, in schema/, and not in core/: the marker is a file the harness writes and reads back, so it
 is a versioned pydantic model, and models live in schema/; core/ (the bottom layer) cannot import
-them, and schema/ may import core/. Every layer above (measure, analyze, investigate, publish, cli)
+them, and schema/ may import core/. Every layer above (measure, analyze, experiments, publish, cli)
 may import this module.
 """
 

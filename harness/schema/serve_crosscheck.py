@@ -1,5 +1,5 @@
 """The serve-crosscheck record: `serve-crosscheck/<leg>--<model>--<workload>.json` of a study, one per
-(leg, model, serve workload), rewritten after every repeat (harness.investigate.serve_crosscheck).
+(leg, model, serve workload), rewritten after every repeat (harness.experiments.serve_crosscheck).
 
 Format history (schema_version; `read` lifts an older file in order):
   1 - per repeat, each point's harness ServePoint and vLLM side (metrics, raw JSON, failure

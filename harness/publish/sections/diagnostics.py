@@ -28,8 +28,8 @@ def diagnostics_intro_md(st: Study) -> str:
 
 
 def crosscheck_section_md(st: Study) -> str:
-    from harness.investigate.crosscheck import band_verdict, crosscheck_md, interval_text
-    from harness.investigate.crosscheck import load as load_crosscheck
+    from harness.experiments.crosscheck import band_verdict, crosscheck_md, interval_text
+    from harness.experiments.crosscheck import load as load_crosscheck
 
     summary = load_crosscheck(st.root)
     if not summary or not summary.get("rows"):
@@ -50,23 +50,13 @@ def crosscheck_section_md(st: Study) -> str:
 
 
 def side_records_md(st: Study) -> str:
-    """Bisect records of this study's legs and models (a bisect of another model says nothing about
-    these), and dependency-window records of its legs (a window is a property of the leg's stack)."""
-    from harness.investigate import bisect, window
+    """The side-experiments' records of this study that the report shows beside its tables
+    (harness.experiments.side_sections: bisects of its legs and models, windows of its legs)."""
+    from harness.experiments import side_sections
 
-    legs = {n for n, _ in _legs(st.canon)}
-    models = set(st.canon.cells["model"]) if len(st.canon.cells) else set()
-    out = []
-    root = st.root.parent
+    legs = [n for n, _ in _legs(st.canon)]
+    models = list(st.canon.cells["model"]) if len(st.canon.cells) else []
     try:
-        bis = bisect.read_records(root / "bisect") if (root / "bisect").is_dir() else []
-        win = window.read_records(root / "window") if (root / "window").is_dir() else []
+        return "\n".join(side_sections(st.root, legs, models))
     except UserError as e:
         return f"_A bisect or window record could not be read: {e}_\n"
-    for rec in bis:
-        if {rec.inputs.good, rec.inputs.bad} <= legs and rec.inputs.model in models:
-            out.append(bisect.bisect_section_md(rec))
-    for rec in win:
-        if rec.leg in legs:
-            out.append(window.window_section_md(rec))
-    return "\n".join(out)

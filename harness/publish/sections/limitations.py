@@ -105,7 +105,7 @@ def limitations(st: Study) -> list[str]:
 def _fixed_order_drift(st: Study) -> str | None:
     """Legs measured in the same order in every repeat while the host's speed trended: each ratio
     then carries the drift as a bias toward the leg measured later (or earlier, for a slowing host)."""
-    from harness.investigate import drift
+    from harness.analyze.studies import drift
 
     frame = drift.drift_frame(st.canon)
     order = drift.fixed_order(frame, st.canon.series) if len(frame) else None

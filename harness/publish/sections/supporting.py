@@ -22,7 +22,7 @@ SeriesKind = Literal["exit-status", "repeats", "one-leg", "arms"]
 class Supporting:
     name: str
     kind: SeriesKind
-    diagnostic: Any            # the diagnostic of `harness.investigate.diagnostics`, or the UserError saying why none
+    diagnostic: Any            # the diagnostic of `harness.analyze.studies.diagnostics`, or the UserError saying why none
     sources: list[str]         # the tables the series was transcribed from, if any
 
 
@@ -60,7 +60,7 @@ def one_leg_values(st: Study, series: str) -> pd.DataFrame:
 def _side_runs(r: pd.DataFrame) -> pd.Series:
     """Runs other diagnostics made in a series' own folder: the crosscheck's, primers, profiled runs.
     Their arms are not the series' arms: a main series holding them still answers with its default arm."""
-    from harness.investigate.crosscheck import is_crosscheck_arm
+    from harness.experiments.crosscheck import is_crosscheck_arm
     from harness.measure.prime import is_prime
 
     return (r["arm"].map(lambda a: is_crosscheck_arm(a) or is_prime(a))
@@ -68,10 +68,10 @@ def _side_runs(r: pd.DataFrame) -> pd.Series:
 
 
 def supporting(st: Study) -> list[Supporting]:
-    """Every series besides the main one, with its diagnostic (`harness.investigate.diagnostics`, the
+    """Every series besides the main one, with its diagnostic (`harness.analyze.studies.diagnostics`, the
     functions the notebooks call): a single-variable control for exit-status series, a repeat study
     for repeats of one arm, an arm table for forced arms."""
-    from harness.investigate import diagnostics as dx
+    from harness.analyze.studies import diagnostics as dx
 
     recs = st.ds.records
     out: list[Supporting] = []
@@ -103,7 +103,7 @@ def supporting(st: Study) -> list[Supporting]:
 
 
 def supporting_md(st: Study) -> str:
-    from harness.investigate import diagnostics as dx
+    from harness.analyze.studies import diagnostics as dx
 
     out = []
     for s in supporting(st):

@@ -14,7 +14,7 @@ from harness.analyze.dataset import Dataset
 from harness.analyze.stats import ratio, spread
 from harness.analyze.tables import model_order, short_labels
 from harness.core.errors import UserError
-from harness.investigate.common import in_order, mad, names
+from harness.analyze.studies.common import in_order, mad, names
 
 
 def series_with(ds: Dataset, arm: str = "default") -> list[str]:

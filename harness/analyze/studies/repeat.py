@@ -19,7 +19,7 @@ from harness.analyze.dataset import Dataset
 from harness.analyze.stats import ALPHA, METHOD, footnote, ratio
 from harness.analyze.tables import MISSING, fmt_ci, fmt_ratio, row_key, short_labels
 from harness.core.errors import UserError
-from harness.investigate.common import (fmt_pct, fmt_value, is_present, leg_pair, mad, names, pick_one,
+from harness.analyze.studies.common import (fmt_pct, fmt_value, is_present, leg_pair, mad, names, pick_one,
                                         record_of, series_records)
 from harness.schema.record import RunRecord
 from harness.workloads import metric_of

@@ -18,7 +18,7 @@ from harness.analyze.stats import Ratio, ratio, spread
 from harness.analyze.tables import MISSING, fmt_ci, fmt_ratio
 from harness.core.errors import UserError
 from harness.core.logs import log_facts, pf_mode, sm_short
-from harness.investigate.common import (fmt_value, in_order, is_present, names, pick_one, record_of, run_log,
+from harness.analyze.studies.common import (fmt_value, in_order, is_present, names, pick_one, record_of, run_log,
                                         scenario_order, series_records, why_failed)
 
 

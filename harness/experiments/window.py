@@ -9,12 +9,12 @@ declared range and flags "declared range admits broken releases".
 
 Releases are listed from the package index by `harness.measure.index`.
 
-Record SCHEMA_VERSION history:
-# 1 - first format: inputs, declared requirements, one entry per tested release, windows, flags.
+The record's model and format history: `harness.schema.window`.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -25,32 +25,32 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from packaging.markers import InvalidMarker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
-from pydantic import Field
 from rich.console import Console
 
-from harness import __version__
 
+from harness.experiments import Ran
 from harness.measure import leg as legmod
 
+from harness.core import flags as cli_flags
 from harness.core import paths
 
 from harness.schema import record
-from harness.schema.base import Frozen
+from harness.schema import window as schema
+from harness.schema.window import (SCHEMA_VERSION, Declared, Install, ReleaseResult, Window, WindowRecord, read_record,
+                                   read_records, write_record)
 from harness.core.errors import LegEnvError, UserError
 from harness.core.logs import scrub
 from harness.measure.index import index_url, index_versions, lock_versions
 from harness.measure.leg import LegEnv, LegSpec
 from harness.measure.lock import waiting_node_lock
 
-SCHEMA_VERSION = 1
-RESULTS_DIR = paths.RESULTS / "window"
+RESULTS_DIR = schema.RESULTS_DIR
 ADMITS_BROKEN = "declared range admits broken releases"
 EXCLUDES_WORKING = "declared range excludes working releases"
 
@@ -58,12 +58,6 @@ console = Console(stderr=True)
 
 
 # --- the declared range ---------------------------------------------------------------------------
-
-class Declared(Frozen):
-    dist: str          # the installed distribution that declares it
-    requirement: str   # as written in its metadata, marker included
-    applies: bool      # its marker holds in the leg env (extras are not requested)
-
 
 _DECLARED_PROBE = """
 import importlib.metadata as md, json, platform, re, sys
@@ -157,59 +151,6 @@ def select_releases(releases: Sequence[Version], spec: SpecifierSet, *, limit: i
 
 
 # --- the experiment -------------------------------------------------------------------------------
-
-Install = Literal["lock", "relaxed", "failed"]
-
-
-class ReleaseResult(Frozen):
-    version: str
-    admitted: bool                 # inside the combined declared range
-    install: Install               # lock: leg lock + this release; relaxed: re-resolved around it
-    install_error: str = ""
-    moved: dict[str, str] = Field(default_factory=dict)  # other packages moved by a relaxed resolve
-    works: bool | None = None      # None: never installed, so never probed
-    rc: int | None = None
-    seconds: float | None = None
-    stderr_last: str = ""
-    stdout_last: str = ""
-    env: str | None = None         # the scratch env's name (leg + release + compat id)
-
-
-class Window(Frozen):
-    first: str                     # oldest and newest tested release that works, with every
-    last: str                      # tested release between them working too
-    below: str | None = None       # nearest tested release under `first` (it did not work)
-    above: str | None = None
-
-
-class WindowRecord(Frozen):
-    schema_version: int = SCHEMA_VERSION
-    kind: Literal["window"] = "window"
-    harness_version: str = __version__
-    created_at: str
-    finished_at: str | None = None
-    node: str | None = None
-    package: str
-    probe: str
-    probe_sha256: str
-    leg: str
-    leg_label: str
-    vllm_dist: str
-    vllm_version: str
-    leg_compat_id: str
-    leg_resolves_to: str | None    # PACKAGE's version in the leg's own lock
-    index: str
-    declared: list[Declared]
-    declared_range: str            # the combined specifier of the requirements that apply; "" = any
-    releases: list[ReleaseResult]  # ascending
-    windows: list[Window]
-    flags: list[str]
-    notes: list[str] = Field(default_factory=list)
-
-    @property
-    def admits_broken(self) -> list[str]:
-        return [r.version for r in self.releases if r.admitted and r.works is False]
-
 
 def windows(results: Sequence[ReleaseResult]) -> list[Window]:
     """Maximal runs of tested releases that work; a release that did not install breaks a run too."""
@@ -341,6 +282,28 @@ class WindowArgs:
     lock_wait_s: float = 3600
     name: str | None = None
 
+    @classmethod
+    def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
+        p.add_argument("package")
+        p.add_argument("--probe", required=True,
+                       help="Python code run by each scratch env's python; exit 0 means it works "
+                            "(HARNESS_TINY_MODEL holds the tiny model's path if the code names it)")
+        p.add_argument("--leg", help="leg whose lock and declared range are used (default: the newest buildable)")
+        p.add_argument("--release", dest="releases", action="append", default=[], help="test this release (repeatable)")
+        p.add_argument("--limit", type=int, default=8, help="releases to test when none are named (default 8)")
+        p.add_argument("--below", type=int, default=2, help="releases under the declared range to include (default 2)")
+        p.add_argument("--timeout", dest="timeout_s", type=float, default=600, help="probe timeout in seconds")
+        cli_flags.release_index(p)
+        cli_flags.offline(p)
+        p.add_argument("--keep-envs", action="store_true", help="keep the scratch envs")
+        cli_flags.lock_wait(p)
+        p.add_argument("--results", type=Path, default=RESULTS_DIR, help="where the record goes")
+
+    @classmethod
+    def from_cli_args(cls, a: argparse.Namespace) -> "WindowArgs":
+        got = {k: getattr(a, k) for k in cls.__dataclass_fields__ if k != "name"}
+        return cls(**got | {"releases": tuple(a.releases)})
+
 
 def default_leg() -> str:
     """The newest buildable leg by vLLM version."""
@@ -444,21 +407,7 @@ def _settings_of(path: Path) -> dict | None:
         return None
 
 
-# --- the record -----------------------------------------------------------------------------------
-
-def write_record(rec: WindowRecord, path: Path) -> Path:
-    record.write_json_atomic(path, rec.model_dump(mode="json"))
-    return path
-
-
-def read_record(path: Path) -> WindowRecord:
-    return record.read_typed(path, "window", WindowRecord, SCHEMA_VERSION)
-
-
-def read_records(root: Path = RESULTS_DIR) -> list[WindowRecord]:
-    """Every window record directly under `root`, oldest first (for the report and the notebooks)."""
-    return record.read_typed_dir(root, "window", WindowRecord, SCHEMA_VERSION)  # type: ignore[return-value]
-
+# --- the report section ---------------------------------------------------------------------------
 
 def _range_text(w: Window, status: dict[str, str]) -> str:
     s = w.first if w.first == w.last else f"{w.first} … {w.last}"
@@ -466,8 +415,43 @@ def _range_text(w: Window, status: dict[str, str]) -> str:
     return s + (f" ({'; '.join(edges)})" if edges else "")
 
 
-def window_section_md(rec: WindowRecord) -> str:
+# --- the experiment (harness.experiments) ---------------------------------------------------------
+
+NAME = "window"
+GROUP = "search"
+HELP = "probe releases of a dependency in scratch envs of a leg"
+EXAMPLE = ("harness search window transformers --leg cpu-0.32.0 --probe 'import vllm' "
+           "--release 5.16.0 --release 5.20.0")
+SIDE_SECTION = True   # a window is a property of the leg's stack: the report shows each of its legs'
+Args = WindowArgs
+quote = None          # a note quotes no number from a window record
+
+
+def run(args: WindowArgs) -> Ran:
+    rec, path = window(args)
+    return Ran(record=rec, files=(path,))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Summary:
+    record: WindowRecord
+    status: dict[str, str]   # release -> why it is outside a window ("fails", "not installable")
+
+
+def summary(rec: WindowRecord) -> Summary:
+    return Summary(record=rec,
+                   status={r.version: "fails" if r.works is False else "not installable" for r in rec.releases})
+
+
+def study_records(study_dir: Path, legs: set[str], models: set[str]) -> list[WindowRecord]:
+    """The window records of the study's legs, from the results root's window/ folder."""
+    folder = study_dir.parent / "window"
+    return [r for r in (read_records(folder) if folder.is_dir() else []) if r.leg in legs]
+
+
+def summary_md(summary: Summary) -> str:
     """The record as a report section: declared range, one row per tested release, the window, flags."""
+    rec = summary.record
     works = {True: "works", False: "**fails**", None: "not installed"}
     lines = [
         f"### Dependency window: `{rec.package}` on leg {rec.leg} ({rec.vllm_dist} {rec.vllm_version})",
@@ -487,7 +471,7 @@ def window_section_md(rec: WindowRecord) -> str:
         lines.append(f"| {r.version} | {'yes' if r.admitted else 'no'} | {install} | {works[r.works]} | "
                      f"{'' if r.rc is None else r.rc} | {err.replace('|', '/')[:160]} |")
     lines.append("")
-    status = {r.version: "fails" if r.works is False else "not installable" for r in rec.releases}
+    status = summary.status
     if rec.windows:
         lines.append("Working window among the tested releases: "
                      + "; ".join(_range_text(w, status) for w in rec.windows) + ".")

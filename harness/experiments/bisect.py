@@ -3,9 +3,9 @@
 The study measured Qwen3-VL-235B-FP8 image throughput at 0.70x between vLLM 0.18 and 0.26 and could
 not say which release did it. `bisect` takes every release between the two, from the package index or
 as given (`--versions`, for a machine that cannot reach an index), finds each one's leg
-(`harness.investigate.bisect_legs`: the release's own reviewed leg file, or the good leg's spec with
+(`harness.experiments.bisect_legs`: the release's own reviewed leg file, or the good leg's spec with
 only `vllm_version` changed), measures them with the sweep machinery
-(`harness.investigate.bisect_measure`: `plan` for the run specs, `execute` through the local
+(`harness.experiments.bisect_measure`: `plan` for the run specs, `execute` through the local
 executor, under the node lock) and searches like `git bisect`:
 
 - the good and the bad leg are measured first, repeat by repeat in turn; if they do not differ by
@@ -26,15 +26,7 @@ is stopped (a lease that ends, a measurement that raises) leaves that record; th
 Binary search assumes one step change. A measured release that differs in the opposite direction to
 the bad leg shows that assumption failed; the conclusion says so rather than hide it.
 
-Record SCHEMA_VERSION history:
-# 1 - first format: inputs with the rule, one entry per measured step in order, conclusion.
-# 2 - inputs.releases_from: "index" (listed from inputs.index) or "given" (--versions; inputs.index is
-#     then null). A version-1 record was always listed from the index.
-# 3 - the record is written after every measured step, not only at the end: while the search runs (or
-#     after it was stopped) conclusion.kind is "incomplete", finished_at is null, conclusion.suspects the
-#     releases the first differing one can still be, conclusion.unmeasured the releases between not
-#     measured yet; the search's end replaces it with the final record. updated_at: the last write. A
-#     version-2 record was written once, at the end: its updated_at is its finished_at.
+The record's model and format history: `harness.schema.bisect`.
 """
 
 from __future__ import annotations
@@ -45,123 +37,36 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 from packaging.version import Version
-from pydantic import Field
 
-from harness import __version__, workloads
+from harness import workloads
 from harness.analyze import stats
-from harness.core import paths
+from harness.core import flags, paths
 from harness.core.errors import UserError
 from harness.core.logs import scrub
-from harness.investigate.bisect_legs import ReleaseLegs, given_between, release_legs, releases_between
+from harness.experiments import Ran
+from harness.experiments.bisect_legs import ReleaseLegs, given_between, release_legs, releases_between
 # Measurement, Measure and SweepMeasure live beside the search; importable from here as before.
-from harness.investigate.bisect_measure import Measure, Measurement, SweepMeasure, console, stack_of
+from harness.experiments.bisect_measure import Measure, Measurement, SweepMeasure, console, stack_of
 from harness.measure import leg as legmod
 from harness.measure.index import index_url, index_versions
 from harness.measure.scenario import Scenario, load_scenario, scenario_path
 from harness.schema import record
-from harness.schema.base import Frozen
+from harness.schema import bisect as schema
+from harness.schema.bisect import (MIGRATIONS, SCHEMA_VERSION, BisectRecord, Conclusion, ConclusionKind, Inputs, Role,
+                                   Rule, Step, read_record, read_records, write_record)
 
-SCHEMA_VERSION = 3
-RESULTS_DIR = paths.RESULTS / "bisect"
-
-
-class Rule(Frozen):
-    threshold: float = Field(0.03, ge=0, description="smallest |ratio - 1| that counts as a change")
-    confidence: float = Field(0.95, gt=0, lt=1)
-    min_ok: int = Field(2, ge=2, description="fewer ok repeats than this and the release is skipped")
-
-    @property
-    def text(self) -> str:
-        return (f"a release differs from the good leg when the {self.confidence:.0%} interval of its "
-                f"ratio to the good leg ({stats.METHOD}) excludes 1.0 and the ratio is more than "
-                f"{self.threshold:.0%} away from 1.0; a release with fewer than {self.min_ok} ok repeats, "
-                f"or whose env cannot be resolved or built, is skipped")
-
-    def differs(self, r: stats.Ratio) -> bool:
-        if r.value is None or r.low is None or r.high is None:
-            return False
-        return (r.low > 1 or r.high < 1) and abs(r.value - 1) > self.threshold
+RESULTS_DIR = schema.RESULTS_DIR
 
 
-Role = Literal["good", "bad", "step"]
-
-
-class Step(Frozen):
-    index: int                     # order of measurement
-    role: Role
-    version: str
-    leg: str
-    compat_id: str | None = None
-    stack: dict[str, str] = Field(default_factory=dict)
-    samples: list[float] = Field(default_factory=list)
-    median: float | None = None
-    ratio: float | None = None     # step vs good, >1 is faster; the decision was made on it
-    ci_low: float | None = None
-    ci_high: float | None = None
-    verdict: str = ""              # harness.analyze.stats' verdict, "reference" for the good leg, or "skipped"
-    differs: bool | None = None
-    skipped: bool = False
-    reason: str = ""
-    failures: list[str] = Field(default_factory=list)
-    run_ids: list[str] = Field(default_factory=list)
-
-
-# "incomplete": the search has not ended (it is running, or was stopped); no release is concluded.
-ConclusionKind = Literal["first_differing", "no_change", "ambiguous", "endpoint_failed", "incomplete"]
-
-
-class Conclusion(Frozen):
-    kind: ConclusionKind
-    text: str
-    first_differing: str | None = None
-    last_same: str | None = None
-    suspects: list[str] = Field(default_factory=list)  # ambiguous, incomplete: any of these may be the first
-    unmeasured: list[str] = Field(default_factory=list)  # incomplete: releases between not measured yet
-    notes: list[str] = Field(default_factory=list)
-
-
-class Inputs(Frozen):
-    scenario: str
-    good: str
-    bad: str
-    good_version: str
-    bad_version: str
-    vllm_dist: str
-    model: str
-    workload: str
-    arm: str
-    metric: str
-    higher_is_better: bool
-    repeats: int
-    rule: Rule
-    rule_text: str
-    index: str | None = None       # the index the releases were listed from; None when they were given
-    releases_from: Literal["index", "given"] = "index"
-
-
-class BisectRecord(Frozen):
-    schema_version: int = SCHEMA_VERSION
-    kind: Literal["bisect"] = "bisect"
-    harness_version: str = __version__
-    created_at: str
-    finished_at: str | None = None   # null while the search is incomplete
-    updated_at: str | None = None    # when the record was last written
-    node: str | None = None
-    inputs: Inputs
-    releases: list[str]            # between good and bad (listed or given), in search order (good side first)
-    legs: dict[str, str] = Field(default_factory=dict)  # version -> its leg, whether measured or not
-    steps: list[Step]
-    conclusion: Conclusion
-    runs_dir: str | None = None    # the run records, relative to the record file
-
-    @property
-    def complete(self) -> bool:
-        """The search ended; an incomplete record says what was measured, never which release changed."""
-        return self.conclusion.kind != "incomplete"
+def rule_text(rule: Rule) -> str:
+    """The rule in words, as the record keeps it (`inputs.rule_text`)."""
+    return (f"a release differs from the good leg when the {rule.confidence:.0%} interval of its "
+            f"ratio to the good leg ({stats.METHOD}) excludes 1.0 and the ratio is more than "
+            f"{rule.threshold:.0%} away from 1.0; a release with fewer than {rule.min_ok} ok repeats, "
+            f"or whose env cannot be resolved or built, is skipped")
 
 
 # --- the search -----------------------------------------------------------------------------------
@@ -324,20 +229,18 @@ class BisectArgs:
                        help="smallest |ratio-1| that counts as a change (default 0.03)")
         p.add_argument("--timeout", dest="timeout_s", type=float, help="per-run timeout in seconds")
         p.add_argument("--results", type=Path, default=RESULTS_DIR, help="where the record and runs go")
-        p.add_argument("--index-url", dest="index", help="package index to list releases from")
+        flags.release_index(p)
         p.add_argument("--versions", nargs="+", metavar="V",
                        help="the releases between good and bad to search, instead of listing them from the "
                             "index (e.g. on an offline machine); each strictly between the two legs' releases")
-        p.add_argument("--pre", dest="include_pre", action="store_true", help="include pre-releases")
-        p.add_argument("--offline", action="store_true", help="resolve legs from uv's cache only")
+        flags.offline(p)
         p.add_argument("--resume", action="store_true", help="reuse finished runs with identical fingerprints")
         p.add_argument("--supersede", action="store_true",
                        help="re-measure runs whose folder holds a finished record; the earlier records move to "
                             "superseded/ first (as harness sweep --supersede)")
-        p.add_argument("--allow-dirty", action="store_true", help="measure despite guard findings (recorded)")
+        flags.allow_dirty(p)
         p.add_argument("--dry-run", action="store_true", help="list the releases and legs, measure nothing")
-        p.add_argument("--lock-wait", dest="lock_wait_s", type=float, default=3600,
-                       help="seconds to wait for another sweep's node lock (default 3600)")
+        flags.lock_wait(p)
 
     @classmethod
     def from_cli_args(cls, a: argparse.Namespace) -> "BisectArgs":
@@ -405,7 +308,7 @@ def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectR
     order = [good.vllm_version, *between, bad.vllm_version]
     inputs = Inputs(scenario=sc.name, good=good.name, bad=bad.name, good_version=good.vllm_version,
                     bad_version=bad.vllm_version, vllm_dist=good.vllm_dist, model=model, workload=wl_name, arm=arm,
-                    metric=metric, higher_is_better=higher, repeats=args.repeats, rule=rule, rule_text=rule.text,
+                    metric=metric, higher_is_better=higher, repeats=args.repeats, rule=rule, rule_text=rule_text(rule),
                     index=index, releases_from="given" if args.versions is not None else "index")
     console.print(f"bisect {good.name} -> {bad.name}: {len(between)} release(s) between "
                   f"{'on ' + index if index else 'given'}: {', '.join(between) or '(none)'}")
@@ -483,49 +386,89 @@ def _record(inputs: Inputs, between: list[str], legs: dict[str, str], steps: lis
                         steps=steps, conclusion=conclusion)
 
 
-# --- the record -----------------------------------------------------------------------------------
+# --- the experiment (harness.experiments) ---------------------------------------------------------
 
-def write_record(rec: BisectRecord, path: Path) -> Path:
-    record.write_json_atomic(path, rec.model_dump(mode="json"))
-    return path
-
-
-def _update_to_2(old: dict, path: Path) -> dict:
-    """Version 1 -> 2: a version-1 record's releases were listed from the index."""
-    inputs = old.get("inputs")
-    return old | {"schema_version": 2,
-                  "inputs": ({"releases_from": "index"} | inputs) if isinstance(inputs, dict) else inputs}
+NAME = "bisect"
+GROUP = "search"
+HELP = "find the first release between two legs whose metric differs"
+EXAMPLE = "harness search bisect --scenario cpu-tiny --good cpu-0.27.1 --bad cpu-0.32.0 --repeats 3"
+SIDE_SECTION = True   # the report shows each bisect of the study's legs and models beside its tables
+Args = BisectArgs
 
 
-def _update_to_3(old: dict, path: Path) -> dict:
-    """Version 2 -> 3: a version-2 record was written once, when its search ended."""
-    return old | {"schema_version": 3, "updated_at": old.get("finished_at")}
+def run(args: BisectArgs) -> Ran:
+    """The search (`bisect`); a dry run writes nothing."""
+    rec, path = bisect(args)
+    return Ran(record=rec, files=() if path is None else (path,))
 
 
-MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3}
+@dataclass(frozen=True, kw_only=True)
+class Summary:
+    record: BisectRecord
+    unit: str                             # of the step medians
+    between_legs: dict[str, str]          # release between the two legs -> its leg
+    stacks: dict[str, dict[str, str]]     # release -> its resolved stack, for the measured ones
 
 
-def read_record(path: Path) -> BisectRecord:
-    """One bisect record, of this or an older version (migrated), complete or not (`.complete`)."""
-    return record.read_typed(path, "bisect", BisectRecord, SCHEMA_VERSION,  # type: ignore[return-value]
-                             migrations=MIGRATIONS)
+def summary(rec: BisectRecord) -> Summary:
+    i = rec.inputs
+    # The unit of the kind whose metric the record names (a record of an unknown metric: its name).
+    kind_metric = workloads.metric_reading(i.metric)
+    return Summary(record=rec, unit=kind_metric.unit if kind_metric else i.metric,
+                   between_legs={v: leg for v, leg in rec.legs.items() if v not in (i.good_version, i.bad_version)},
+                   stacks={s.version: s.stack for s in rec.steps if s.stack})
 
 
-def read_records(root: Path = RESULTS_DIR) -> list[BisectRecord]:
-    """Every bisect record directly under `root`, oldest first (for the report and the notebooks); an
-    incomplete one among them (`.complete` false) concludes nothing."""
-    return record.read_typed_dir(root, "bisect", BisectRecord, SCHEMA_VERSION,  # type: ignore[return-value]
-                                 migrations=MIGRATIONS)
+def study_records(study_dir: Path, legs: set[str], models: set[str]) -> list[BisectRecord]:
+    """The bisect records of the study's legs and models (a bisect of another model says nothing
+    about these), from the results root's bisect/ folder."""
+    folder = study_dir.parent / "bisect"
+    return [r for r in (read_records(folder) if folder.is_dir() else [])
+            if {r.inputs.good, r.inputs.bad} <= legs and r.inputs.model in models]
 
 
-def bisect_section_md(rec: BisectRecord) -> str:
+def quote(records: Sequence[BisectRecord], a: dict[str, str]) -> str:
+    """`{{ bisect: version=V, stat=median|ratio|n|spread [, model=M, workload=W] }}`: one step's number,
+    narrowed by model= and workload= where given; two records with the step and neither given is a
+    question, not a pick."""
+    recs = [r for r in records if a.get("model", r.inputs.model) == r.inputs.model
+            and a.get("workload", r.inputs.workload) == r.inputs.workload]
+    having = [r for r in recs if any(s.version == a.get("version") for s in r.steps)]
+    if len(having) > 1:
+        raise UserError(f"bisect: {len(having)} bisect records have a step {a.get('version')!r} ("
+                        + ", ".join(f"{r.inputs.model} / {r.inputs.workload}" for r in having)
+                        + "); name one with model= and workload=")
+    for rec in having:
+        for step in rec.steps:
+            if step.version == a.get("version"):
+                if step.median is None:
+                    # A skipped release has no number to quote; say so rather than print a blank.
+                    raise UserError(f"bisect: step {step.version} of {rec.inputs.good} → {rec.inputs.bad} was not "
+                                    f"measured ({step.reason or 'skipped'}); nothing to quote")
+                if a.get("stat", "median") == "median":
+                    return f"{step.median:,.2f}" if abs(step.median) >= 10 else f"{step.median:.4g}"
+                if a.get("stat") == "ratio":
+                    if step.ratio is None:
+                        raise UserError(f"bisect: step {step.version} is the reference; it has no ratio to quote")
+                    ci = (f" [{step.ci_low:.3f}, {step.ci_high:.3f}]"
+                          if step.ci_low is not None and step.ci_high is not None else "")
+                    return f"{step.ratio:.3f}x{ci}"
+                if a.get("stat") == "n":
+                    return str(len(step.samples))
+                if a.get("stat") == "spread":
+                    sp = stats.spread(list(step.samples))
+                    return "—" if sp is None else f"{sp:.1%}"
+    raise UserError(f"bisect: no step of version {a.get('version')!r} in a bisect record of this study's legs")
+
+
+def summary_md(summary: Summary) -> str:
     """The record as a report section: inputs, the rule, one row per measured step, the conclusion;
     for an incomplete record what was measured so far and what was not, said as no conclusion."""
+    rec = summary.record
     i = rec.inputs
-    kind_metric = workloads.metric_reading(i.metric)
-    unit = kind_metric.unit if kind_metric else i.metric
+    unit = summary.unit
     source = "given (`--versions`; no index was consulted)" if i.releases_from == "given" else "on the index"
-    legs = ", ".join(f"{v} `{leg}`" for v, leg in rec.legs.items() if v not in (i.good_version, i.bad_version))
+    legs = ", ".join(f"{v} `{leg}`" for v, leg in summary.between_legs.items())
     lines = [
         f"### Bisect: {i.scenario} / {i.model} / {i.workload}, {i.good} → {i.bad}"
         + ("" if rec.complete else " (search incomplete)"),
@@ -558,7 +501,7 @@ def bisect_section_md(rec: BisectRecord) -> str:
         lines += ["", f"**Search incomplete, no conclusion:** {rec.conclusion.text.removeprefix(INCOMPLETE)}."]
     for n in rec.conclusion.notes:
         lines += ["", f"Note: {n}."]
-    stacks = {s.version: s.stack for s in rec.steps if s.stack}
+    stacks = summary.stacks
     if stacks:
         lines += ["", "Resolved stacks: " + "; ".join(
             f"{v}: " + ", ".join(f"{k} {x}" for k, x in st.items()) for v, st in stacks.items()) + "."]

@@ -20,6 +20,7 @@ harness.schema.serve_crosscheck.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import shutil
@@ -34,7 +35,9 @@ from typing import Any, Literal
 
 from harness import workloads
 from harness.analyze.stats import ratio
-from harness.core import paths
+from harness.core import flags, paths
+from harness.experiments import Ran
+from harness.experiments.serve_crosscheck_md import NOTES, crosscheck_md, fmt_value, point_label
 from harness.core.errors import UserError
 from harness.core.logs import root_cause, scrub
 from harness.measure import guard, loadgen
@@ -59,16 +62,6 @@ TAIL_LINES = 12
 
 ServerFactory = Callable[[RunSpec, Path, dict[str, str]], Server]
 
-NOTES = [
-    "Prompts: same count and lengths, different token ids. vLLM's random dataset draws its own "
-    "(consecutive ids from a random offset, seeded with the point's seed) and sends them as text "
-    "that the server tokenizes; the harness sends token-id lists.",
-    "Clients: vLLM's benchmark runs in the leg's environment (the leg's Python and aiohttp), the "
-    "harness's load generator in the harness's environment.",
-    "One server per repeat, warmed once by the workload's warm-up requests; at each point both "
-    "clients in turn, the first alternating by point and repeat. vLLM's ready check and warm-ups "
-    "stay off (their defaults), so its first prompt is not sent twice.",
-]
 
 
 # --- vLLM's command line ---------------------------------------------------------------------------
@@ -265,8 +258,8 @@ def _say(spec: RunSpec, pair: PointPair) -> None:
     v = pair.vllm.output_tok_s
     r = f" (harness ÷ vLLM {h / v:.3f})" if h and v else ""
     console.print(f"r{spec.repeat} {spec.leg_env.leg.name} {spec.model.name} {spec.workload.name} "
-                  f"{_label(pair.concurrency, pair.request_rate)}: harness {_fmt(h, '{:,.1f}')} tok/s, "
-                  f"vLLM {_fmt(v, '{:,.1f}')} tok/s{r}", highlight=False)
+                  f"{point_label(pair.concurrency, pair.request_rate)}: harness {fmt_value(h, '{:,.1f}')} tok/s, "
+                  f"vLLM {fmt_value(v, '{:,.1f}')} tok/s{r}", highlight=False)
 
 
 # --- the comparison over repeats ------------------------------------------------------------------
@@ -496,74 +489,67 @@ def write_view(study_dir: Path) -> Path | None:
     return path
 
 
-def _fmt(v: float | None, pattern: str) -> str:
-    return "—" if v is None else pattern.format(v)
+# --- the experiment (harness.experiments) ---------------------------------------------------------
+
+NAME = "serve"
+GROUP = "check"
+HELP = ("harness serve numbers vs vLLM's own serve benchmark (`vllm bench serve`), the same server and "
+        "settings, point by point")
+EXAMPLE = "harness check serve cpu-serve --leg cpu-0.32.0 --repeats 2"
+SIDE_SECTION = False
+quote = None
 
 
-def _label(concurrency: int, rate: float | None) -> str:
-    return f"c={concurrency} rate={'inf' if rate is None else f'{rate:g}'}"
+@dataclass(frozen=True, kw_only=True)
+class Args:
+    sweep: SweepArgs
+
+    @classmethod
+    def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
+        flags.scenario_study(p)
+        for name in ("legs", "models", "workloads"):
+            p.add_argument(f"--{name[:-1]}", dest=name, action="append", default=[],
+                           help=f"only this {name[:-1]} (repeatable; default: every one with a serve workload)")
+        p.add_argument("--repeats", type=int, default=1, help="repeats, one server each (default 1)")
+        again = p.add_mutually_exclusive_group()
+        again.add_argument("--resume", action="store_true",
+                           help="an earlier record of the same settings: keep its repeats, measure only those it "
+                                "lacks")
+        again.add_argument("--supersede", action="store_true",
+                           help="an earlier record of the same settings: move it to superseded/<invocation>/, "
+                                "measure again")
+        p.add_argument("--retry-failed", action="store_true", help="with --resume, measure its failed repeats again")
+
+    @classmethod
+    def from_cli_args(cls, a: argparse.Namespace) -> "Args":
+        if a.repeats < 1:
+            raise UserError("--repeats should be at least 1")
+        if a.retry_failed and not a.resume:
+            raise UserError("--retry-failed goes with --resume")
+        return cls(sweep=SweepArgs(scenario=a.scenario, results=a.results, study=a.study, legs=tuple(a.legs),
+                                   models=tuple(a.models), workloads=tuple(a.workloads), repeats=a.repeats,
+                                   resume=a.resume, retry_failed=a.retry_failed, supersede=a.supersede))
 
 
-def _median(xs: Sequence[float]) -> float | None:
-    import statistics
-
-    return statistics.median(xs) if xs else None
-
-
-def _ratio_cell(c: Comparison) -> str:
-    if c.ratio is None:
-        return "—"
-    if c.ci_low is not None and c.ci_high is not None:
-        return f"{c.ratio:.3f} [{c.ci_low:.3f}, {c.ci_high:.3f}] {c.verdict}"
-    return f"{c.ratio:.3f} ({c.verdict})"
+def run(args: Args) -> Ran:
+    res = serve_crosscheck(args.sweep)
+    return Ran(record=tuple(res.records), files=tuple(p for p in [*res.files, res.view] if p is not None))
 
 
-def _band_cell(s: PointSummary) -> str:
-    """The band column in words: a side only when the whole interval lies there."""
-    o, lo, hi = s.output_tok_s, 1 - TARGET_BAND, 1 + TARGET_BAND
-    if s.band == "below" or s.band == "above":
-        return f"outside ({s.band})"
-    if s.band == "undecided" and o.ci_low is not None and o.ci_high is not None:
-        if o.ci_low < lo and o.ci_high > hi:
-            return "undecided (interval wider than the band)"
-        return f"undecided (interval crosses {lo if o.ci_low < lo else hi:.2f})"
-    if s.band == "no interval":
-        return f"no interval ({o.verdict})"
-    return s.band or "—"
+@dataclass(frozen=True)
+class Summary:
+    records: tuple[ServeCrosscheckRecord, ...]
 
 
-def _pair_cell(c: Comparison) -> str:
-    h, v = _median(c.harness), _median(c.vllm)
-    return f"{_fmt(h, '{:.2f}')} / {_fmt(v, '{:.2f}')} ({_fmt(c.ratio, '{:.3f}')})"
+def summary(records: Sequence[ServeCrosscheckRecord]) -> Summary:
+    return Summary(tuple(records))
 
 
-def crosscheck_md(records: Sequence[ServeCrosscheckRecord]) -> str:
-    lines = ["# Harness vs vLLM's serve benchmark", "",
-             "The same server, one per repeat; at each load point the harness's load generator and vLLM's "
-             "`bench serve` (the leg's own, run with the leg's Python) one after the other. Ratios are "
-             "harness ÷ vLLM of the medians over repeats; the interval and verdict are the project's rule "
-             f"(Welch's t on log values) with 2 or more repeats per side. Target: 1.00 ± {TARGET_BAND:.2f}, judged "
-             "by the interval: within only when the whole 95% interval lies inside the band, outside only when "
-             "the whole interval lies outside it, undecided when it crosses an edge; a point with fewer than 2 "
-             "repeats on a side has no interval and is not judged.", ""]
-    lines += [f"- {n}" for n in NOTES] + [""]
-    lines += ["| leg | model | workload | point | repeats harness / vLLM | harness out tok/s | vLLM out tok/s | "
-              f"harness ÷ vLLM [95% CI] | within ±{TARGET_BAND:.0%} (whole CI) | median TPOT ms harness / vLLM (÷) | "
-              "median TTFT ms harness / vLLM (÷) | median ITL ms harness / vLLM (÷) |",
-              "|---|---|---|---|---:|---:|---:|---|---|---|---|---|"]
-    failures: list[str] = []
-    for rec in records:
-        for s in rec.summary:
-            o = s.output_tok_s
-            lines.append(f"| {rec.leg} | `{rec.model}` | {rec.workload} | {_label(s.concurrency, s.request_rate)} | "
-                         f"{len(o.harness)} / {len(o.vllm)} | {_fmt(_median(o.harness), '{:,.1f}')} | "
-                         f"{_fmt(_median(o.vllm), '{:,.1f}')} | {_ratio_cell(o)} | {_band_cell(s)} | "
-                         f"{_pair_cell(s.tpot_p50_ms)} | {_pair_cell(s.ttft_p50_ms)} | {_pair_cell(s.itl_p50_ms)} |")
-            failures += [f"{rec.leg} `{rec.model}` {rec.workload} {_label(s.concurrency, s.request_rate)} {x}"
-                         for x in s.excluded]
-    if failures:
-        lines += ["", "Left out (not measured, or not every request completed):", ""] + [f"- {f}" for f in failures]
-    versions = sorted({f"{r.leg}: vLLM {r.vllm}" for r in records if r.vllm})
-    if versions:
-        lines += ["", "Versions: " + "; ".join(versions) + "."]
-    return "\n".join(lines) + "\n"
+def summary_md(s: Summary) -> str:
+    return crosscheck_md(s.records)
+
+
+def study_records(study_dir: Path, legs: set[str], models: set[str]) -> list[tuple[ServeCrosscheckRecord, ...]]:
+    """Every kept serve-crosscheck record of the study, as the one view the study's serve-crosscheck.md is."""
+    recs = [r for r in load_all(study_dir) if r.leg in legs and r.model in models]
+    return [tuple(recs)] if recs else []

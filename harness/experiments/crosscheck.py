@@ -12,23 +12,28 @@ the timed region.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import hashlib
 import json
 import re
 import statistics
+import sys
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness import workloads
 from harness.core import paths
+from harness.experiments import Ran
+from harness.experiments.crosscheck_tokenization import TokenizationCost, tokenization_cost, tokenization_md
 
 from harness.schema import crosscheck as crosscheck_file
 from harness.schema import record
 from harness.schema.crosscheck import CrosscheckRecord
 from harness.schema.serve_crosscheck import interval_band
 from harness.core.errors import UserError
-from harness.measure import leg as legmod, prime
+from harness.measure import prime
 from harness.measure.run import WORKER, RunSpec
 from harness.measure.scenario import Arm, load_scenario, scenario_path
 from harness.analyze import coldstart
@@ -491,63 +496,85 @@ def load(study_dir: Path, *, prefix_caching: bool = False) -> dict | None:
     return _read(path).model_dump() if path.exists() else None
 
 
-TOKENIZE_COST = WORKER.parent / "tokenize_cost.py"
+# --- the experiment (harness.experiments) ---------------------------------------------------------
+
+NAME = "crosscheck"
+GROUP = "check"
+HELP = "harness vs vLLM's own throughput benchmark, same venv and scenario"
+EXAMPLE = "harness check crosscheck cpu-tiny --study cpu-crosscheck --leg cpu-0.32.0 --workload mixed --repeats 3"
+SIDE_SECTION = False   # the report gives it its own section (publish.sections.diagnostics)
 
 
-def tokenization_cost(args: SweepArgs, *, repeats: int = 5) -> list[dict]:
-    """Per (leg, model, throughput workload) of the plan: the seconds the leg's tokenizer takes to
-    encode the workload's prompts as text, one by one, and that time as a share of vLLM's own timed
-    region in the study's crosscheck records. It measures the one piece of work vLLM's benchmark
-    times and the harness does not; no engine is started."""
-    import subprocess
-    import tempfile
+@dataclass(frozen=True, kw_only=True)
+class Args:
+    sweep: SweepArgs
+    prefix_caching: bool = False
+    tokenization: bool = False
+    from_records: bool = False
 
-    sc, study_dir, planned = plan(dataclasses.replace(args, repeats=1))
-    summary = load(study_dir) or {"rows": []}
-    vllm_s = {(r["leg"], r["model"], r["workload"]): r for r in summary["rows"]}
-    out, seen = [], set()
-    for p in planned:
-        wl = p.spec.workload
-        key = (p.spec.leg_env.leg.name, p.spec.model.name, wl.name)
-        if not workloads.traits_of(wl.kind).vllm_throughput_bench or key in seen:
-            continue
-        seen.add(key)
-        legmod.ensure(p.spec.leg_env)  # built if missing, as a sweep would
-        with tempfile.TemporaryDirectory() as tmp:
-            spec = {"model_path": p.spec.model_path, "tokenizer": p.spec.model.tokenizer, "seed": wl.seed,
-                    "num_prompts": wl.work["num_prompts"], "input_len": wl.input_len, "repeats": repeats,
-                    "vocab": _vocab(p.spec.model_path)}
-            (Path(tmp) / "spec.json").write_text(json.dumps(spec))
-            res = subprocess.run([str(p.spec.leg_env.python), str(TOKENIZE_COST), str(Path(tmp) / "spec.json"),
-                                  str(Path(tmp) / "out.json")], env=p.spec.leg_env.environ(), capture_output=True,
-                                 text=True, timeout=600)
-            if res.returncode != 0:
-                raise UserError(f"{p.spec.leg_env.leg.name}: tokenization probe failed: "
-                                f"{(res.stderr.strip().splitlines() or ['no output'])[-1]}")
-            got = json.loads((Path(tmp) / "out.json").read_text())
-        # vLLM's timed region, from its recorded tok/s and the workload's tokens (its median run).
-        total_tokens = wl.work["num_prompts"] * (wl.input_len + wl.output_len)
-        rates = (vllm_s.get(key) or {}).get("vllm_tok_s", [])
-        vllm_timed = statistics.median(total_tokens / v for v in rates if v) if rates else None
-        out.append({"leg": key[0], "model": key[1], "workload": key[2], "tokenize_s": got["median_s"],
-                    "tokenize_s_all": got["seconds"], "text_prompt_tokens": got["tokens"],
-                    "vllm_timed_s": vllm_timed, "share": got["median_s"] / vllm_timed if vllm_timed else None})
-    return out
+    @classmethod
+    def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
+        SweepArgs.add_cli_args(p)
+        p.add_argument("--prefix-caching", action="store_true",
+                       help="leave prefix caching on (vLLM's random prompts then share prefixes by chance)")
+        p.add_argument("--tokenization", action="store_true",
+                       help="measure only what vLLM's benchmark times and the harness does not: encoding the "
+                            "workload's prompts as text with the leg's tokenizer (no engine)")
+        p.add_argument("--from-records", action="store_true",
+                       help="measure nothing: summarise the finished records in the study folder (a crosscheck "
+                            "cut short), naming each planned repeat without one; needs no leg env")
+
+    @classmethod
+    def from_cli_args(cls, a: argparse.Namespace) -> "Args":
+        return cls(sweep=SweepArgs.from_cli_args(a), prefix_caching=a.prefix_caching, tokenization=a.tokenization,
+                   from_records=a.from_records)
 
 
-def _vocab(model_path: str) -> int:
-    cfg = Path(model_path) / "config.json"
-    try:
-        return int(json.loads(cfg.read_text()).get("vocab_size", 32000))
-    except (OSError, ValueError):
-        return 32000
+def study_rows(study_dir: Path) -> list[dict]:
+    """Every kept crosscheck row of the study (load), none when it has no crosscheck."""
+    return (load(study_dir) or {"rows": []})["rows"]
 
 
-def tokenization_md(rows: list[dict]) -> str:
-    lines = ["| leg | model | workload | encode text prompts (s, median) | vLLM benchmark timed region (s) | share |",
-             "|---|---|---|---:|---:|---:|"]
-    for r in rows:
-        vt = "—" if r["vllm_timed_s"] is None else f"{r['vllm_timed_s']:.3f}"
-        sh = "—" if r["share"] is None else f"{r['share']:.1%}"
-        lines.append(f"| {r['leg']} | `{r['model']}` | {r['workload']} | {r['tokenize_s']:.3f} | {vt} | {sh} |")
-    return "\n".join(lines) + "\n"
+def run(args: Args) -> Ran:
+    if args.tokenization:
+        return Ran(record=TokenizationCost(tokenization_cost(args.sweep, crosscheck_rows=study_rows)))
+    if args.from_records:
+        problems: list[Problem] = []
+        summary = from_records(args.sweep, prefix_caching=args.prefix_caching, problems=problems)
+        for p in problems:
+            print(f"warning: {p.path.resolve()}: {p.what}", file=sys.stderr)
+    else:
+        summary = crosscheck(args.sweep, prefix_caching=args.prefix_caching)
+    return Ran(record=CrosscheckRecord.model_validate(summary))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Summary:
+    record: CrosscheckRecord | TokenizationCost
+    band: float | None = None   # the study's target band around 1.0 (study.yaml crosscheck_band), if any
+
+
+def summary(rec: CrosscheckRecord | TokenizationCost) -> Summary:
+    return Summary(record=rec)
+
+
+def summary_md(s: Summary) -> str:
+    if isinstance(s.record, TokenizationCost):
+        return tokenization_md(s.record.rows)
+    return crosscheck_md(s.record.model_dump(), s.band)
+
+
+def study_records(study_dir: Path, legs: set[str], models: set[str]) -> list[CrosscheckRecord]:
+    """The study's crosscheck rows (every kept workload and setting), as one record."""
+    found = load(study_dir)
+    return [CrosscheckRecord.model_validate(found)] if found else []
+
+
+def quote(records: Sequence[CrosscheckRecord], a: dict[str, str]) -> str:
+    """`{{ crosscheck: leg=L, model=M, workload=W, stat=harness|vllm }}`: the median tok/s of one side."""
+    for rec in records:
+        for r in rec.rows:
+            if (r.leg, r.model, r.workload) == (a.get("leg"), a.get("model"), a.get("workload")):
+                vals = r.harness_tok_s if a.get("stat", "harness") == "harness" else r.vllm_tok_s
+                return f"{statistics.median(vals):,.0f}"
+    raise UserError(f"crosscheck: no row {a.get('leg')} {a.get('model')} {a.get('workload')} in this study")

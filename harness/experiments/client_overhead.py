@@ -24,6 +24,7 @@ The result's format and its history: harness.schema.client_overhead.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -33,12 +34,15 @@ import sys
 import time
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Literal
 
 from harness import __version__
+from harness.core import flags
 from harness.core.errors import UserError
+from harness.experiments import Ran
 from harness.schema import client_overhead as schema
 from harness.schema.client_overhead import Headline, Inputs, Machine, OverheadResult, Point
 
@@ -144,7 +148,7 @@ def endpoint(log: Path, *, startup_timeout_s: float = 30.0):
     from harness.measure.serve import free_port, wait_healthy
 
     port = free_port()
-    cmd = [sys.executable, "-c", f"from harness.investigate.client_overhead import serve_endpoint; serve_endpoint({port})"]
+    cmd = [sys.executable, "-c", f"from harness.experiments.client_overhead import serve_endpoint; serve_endpoint({port})"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
                                                                          os.environ.get("PYTHONPATH")]))}
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -326,3 +330,59 @@ def run_and_write(out_dir: Path, *, replace: bool = False, **kw: Any) -> Path:
     with output_dir(out_dir, verb="client-overhead", replace=replace) as tmp:
         write(client_overhead(**{"log": tmp / LOG_NAME, **kw}), tmp)
     return out_dir / JSON_NAME
+
+
+# --- the experiment (harness.experiments) ---------------------------------------------------------
+
+NAME = "client-overhead"
+GROUP = "check"
+HELP = "the serving client's own CPU share and highest request rate against a trivial local endpoint (no model)"
+EXAMPLE = "harness check client-overhead /tmp/overhead --concurrency 1 16 64 --requests 500"
+SIDE_SECTION = False
+quote = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Args:
+    out_dir: Path
+    replace: bool = False
+    concurrency: tuple[int, ...] = (1, 4, 16, 64, 256)
+    requests: int = 2000
+    output_tokens: int = 64
+
+    @classmethod
+    def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
+        p.add_argument("out_dir", type=Path, help="folder for client-overhead.json / .md")
+        flags.replace(p)
+        p.add_argument("--concurrency", type=int, nargs="+", default=list(cls.concurrency))
+        p.add_argument("--requests", type=int, default=cls.requests, help="requests per point")
+        p.add_argument("--output-tokens", type=int, default=cls.output_tokens, help="streamed tokens per request")
+
+    @classmethod
+    def from_cli_args(cls, a: argparse.Namespace) -> "Args":
+        return cls(out_dir=a.out_dir, replace=a.replace, concurrency=tuple(a.concurrency), requests=a.requests,
+                   output_tokens=a.output_tokens)
+
+
+def run(args: Args) -> Ran:
+    path = run_and_write(args.out_dir, concurrencies=args.concurrency, requests=args.requests,
+                         output_tokens=args.output_tokens, replace=args.replace)
+    return Ran(record=read(path), files=(path, path.parent / MD_NAME))
+
+
+@dataclass(frozen=True)
+class Summary:
+    result: OverheadResult
+
+
+def summary(rec: OverheadResult) -> Summary:
+    return Summary(rec)
+
+
+def summary_md(s: Summary) -> str:
+    return main_md(s.result)
+
+
+def study_records(study_dir: Path, legs: set[str], models: set[str]) -> list[OverheadResult]:
+    """None: the client's overhead is a property of the machine and the client, not of a study."""
+    return []

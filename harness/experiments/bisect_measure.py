@@ -3,7 +3,7 @@
 the sweep machinery (`harness.measure.sweep`): `plan` for the good leg's run specs, each release's runs
 those specs on the release's leg env, `execute_plan` under the node lock.
 
-Kept apart from `harness.investigate.bisect` (the search and its record), which imports it."""
+Kept apart from `harness.experiments.bisect` (the search and its record), which imports it."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 from harness.analyze.dataset import Dataset
 from harness.core.errors import UserError
-from harness.investigate.common import in_order, names, record_of, scenario_order, series_records, why_failed
+from harness.analyze.studies.common import in_order, names, record_of, scenario_order, series_records, why_failed
 from harness.schema.record import RunRecord
 
 

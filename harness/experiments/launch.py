@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.investigate.common import names, study_path
+from harness.analyze.studies.common import names, study_path
 from harness.measure import guard
 from harness.measure.lock import while_busy
 
