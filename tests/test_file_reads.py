@@ -28,7 +28,6 @@ READS: dict[tuple[str, str], str] = {
     # core: the one bounded YAML reader and the one bounded log reader.
     ("core/yamlio.py", "_compose"): "the one bounded reader of YAML (scenarios, legs, study.yaml) behind validate_at",
     ("core/logs.py", "read_log"): "the one bounded log reader; run logs reach analysis through the Dataset",
-    ("cli.py", "cmd_client_overhead"): "prints the markdown file the verb just wrote",
     # workloads: a model's files and a workload's source folder, at plan or build time.
     ("workloads/mm.py", "folder_images"): "a workload's source images",
     ("workloads/mm.py", "load_video"): "a workload's source video frames",
@@ -84,16 +83,16 @@ READS: dict[tuple[str, str], str] = {
     ("analyze/failure.py", "explain"): "`harness explain DIR`: a run folder the user names, not a study",
     ("analyze/failure.py", "record_class"): "after a sweep: writes the attribution into the record it just measured",
     ("analyze/rounding.py", "printed_ratios"): "a TSV of figures a source printed (published/*.tsv)",
-    # investigate: experiments measuring now, and files that are not run records.
-    ("investigate/serve_crosscheck.py", "_vllm_point"): _MEASURING + " (vLLM's benchmark log and output)",
-    ("investigate/serve_crosscheck.py", "_start_reason"): _MEASURING + " (the server's run.log)",
-    ("investigate/serve_crosscheck.py", "_manifest_vllm"): _MEASURING + " (the manifest its worker wrote)",
-    ("investigate/window.py", "read_declared"): "a leg interpreter's reply on stdout",
-    ("investigate/client_overhead.py", "_connection"): "an HTTP request body (the trivial endpoint)",
-    ("investigate/client_overhead.py", "_endpoint_cpu_s"): "the trivial endpoint's HTTP reply",
-    ("investigate/crosscheck.py", "_adopt_legacy"): "the first line of the study's crosscheck.md view",
-    ("investigate/crosscheck.py", "tokenization_cost"): "a probe's output in a temporary folder",
-    ("investigate/crosscheck.py", "_vocab"): "a model's config.json",
+    # experiments: measuring now, and files that are not run records.
+    ("experiments/serve_crosscheck.py", "_vllm_point"): _MEASURING + " (vLLM's benchmark log and output)",
+    ("experiments/serve_crosscheck.py", "_start_reason"): _MEASURING + " (the server's run.log)",
+    ("experiments/serve_crosscheck.py", "_manifest_vllm"): _MEASURING + " (the manifest its worker wrote)",
+    ("experiments/window.py", "read_declared"): "a leg interpreter's reply on stdout",
+    ("experiments/client_overhead.py", "_connection"): "an HTTP request body (the trivial endpoint)",
+    ("experiments/client_overhead.py", "_endpoint_cpu_s"): "the trivial endpoint's HTTP reply",
+    ("experiments/crosscheck.py", "_adopt_legacy"): "the first line of the study's crosscheck.md view",
+    ("experiments/crosscheck_tokenization.py", "tokenization_cost"): "a probe's output in a temporary folder",
+    ("experiments/crosscheck_tokenization.py", "_vocab"): "a model's config.json",
     # publish: the report's sources and outputs.
     ("publish/render.py", "parse_qmd"): "index.qmd's YAML header and cell options",
     ("publish/render.py", "_render_kernel"): "index.qmd",
