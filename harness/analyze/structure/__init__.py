@@ -26,6 +26,7 @@ RULES: dict[str, str] = {
     "transformers-object-drift": "harness.analyze.structure.transformers_drift",
     "multimodal-input-shape": "harness.analyze.structure.input_shape",
     "quantization-kernel": "harness.analyze.structure.quantization",
+    "compiled-ops-missing": "harness.analyze.structure.compiled_ops",
 }
 
 # A frame as Python prints it, searched anywhere in the line: prefixes the log reader does not know

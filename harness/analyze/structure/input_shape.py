@@ -9,7 +9,8 @@ RULE = rule(
     "a multimodal input's shape does not fit what the model's input processing expects",
     "make the workload's inputs match the model's processor (size, frames, length)",
     exception=r"^(?:\w+\.)*(?:RuntimeError|ValueError|AssertionError|IndexError)\b.*"
-              r"(?:shape|size|broadcast|[Dd]imension|do not match|does not match|must match|mismatch)",
+              r"(?:shape|size|broadcast|[Dd]imension|do not match|does not match|must match|mismatch"
+              r"|multimodal tokens to \d+ placeholders)",
     frames=r"_process_\w*_input|_parse_and_validate_\w*_input|multimodal_embeddings|/multimodal/"
            r"|_call_hf_processor|processing_\w+\.py|feature_extraction_\w+\.py|image_processing_\w+\.py",
 )
