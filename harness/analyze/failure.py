@@ -186,7 +186,8 @@ def _by_structure(hit: structure.StructureMatch, source: str) -> Attribution:
     tb, r = hit.traceback, hit.rule
     frame = next((f for f in reversed(tb.frames) if r.frames is not None and r.frames.search(str(f))),
                  tb.frames[-1] if tb.frames else None)
-    detail = f"frame={frame.path.rsplit('/', 2)[-1] if '/' in frame.path else frame.path}:{frame.func}" if frame else ""
+    # The frame that decided, as its package folder and file ("pynccl.py" alone hides whose it is).
+    detail = f"frame={'/'.join(frame.path.split('/')[-2:])}:{frame.func}" if frame else ""
     if tb.exc_type:
         detail = f"exception={tb.exc_type}; {detail}" if detail else f"exception={tb.exc_type}"
     return Attribution(signature=STRUCTURE_PREFIX + r.id, root_cause=r.root_cause, fixable="unknown", fix=r.fix,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from harness.core.logs import LogLine, classify
 from harness.schema.record import FailureClass
@@ -53,6 +53,7 @@ class Traceback:
     frames: tuple[Frame, ...]
     exception: str = ""
     line: str = ""     # the evidence: the exception line, else the innermost frame's source line
+    wrapper: bool = False  # the exception is vLLM's generic wrapper ("Engine core initialization failed")
 
     @property
     def exc_type(self) -> str:
@@ -75,7 +76,6 @@ class Rule:
     # Also read a traceback whose exception line is missing (cut by the poster or the log's end).
     cut: bool = False
     needs_frames: bool = True
-    extra: dict[str, str] = field(default_factory=dict)
 
     def matches(self, tb: Traceback) -> bool:
         if not tb.exception and not self.cut:
@@ -127,7 +127,8 @@ def _tracebacks(lines: list[LogLine]) -> list[Traceback]:
             open_by.setdefault(ln.who, []).append(Frame(m["path"].replace("\\", "/"), m["func"]))
         elif ln.who in open_by and ln.kind == "exception" and not ln.harmless:
             frames = open_by.pop(ln.who)
-            done.append((i, Traceback(who=ln.who, frames=tuple(frames), exception=ln.text, line=ln.text)))
+            done.append((i, Traceback(who=ln.who, frames=tuple(frames), exception=ln.text, line=ln.text,
+                                      wrapper=ln.wrapper)))
         elif ln.who in open_by and ln.kind == "chain":
             open_by.pop(ln.who)
         elif prev_frame and ln.kind in ("source", "message") and open_by.get(ln.who):
@@ -159,8 +160,7 @@ def match(log: str) -> StructureMatch | None:
     if not tbs:
         return None
     active = rules()
-    plain = [tb for tb in tbs if not LogLine(n=0, who=tb.who, text=tb.exception, kind="exception").wrapper]
-    for pool in (plain, [tb for tb in tbs if tb not in plain]):
+    for pool in ([tb for tb in tbs if not tb.wrapper], [tb for tb in tbs if tb.wrapper]):
         for tb in pool:
             for r in active:
                 if r.matches(tb):
