@@ -304,7 +304,8 @@ def explain_text(att: Attribution, name: str) -> str:
     if not att.klass:
         return f"{name}: {att.found}\n"
     if att.layer == "structure":
-        head = f"{name}: {att.klass} (class by structure, no known signature; rule {att.signature.removeprefix(STRUCTURE_PREFIX)}; lower confidence)"
+        rule_id = att.signature.removeprefix(STRUCTURE_PREFIX)
+        head = f"{name}: {att.klass} (class by structure, no known signature; rule {rule_id}; lower confidence)"
     else:
         head = f"{name}: {att.klass} (signature {att.signature})"
     out = [head, f"  evidence:   {att.error}"]
