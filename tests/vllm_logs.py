@@ -7,6 +7,7 @@ line a classifier must produce for it. See tests/data/vllm_logs/README.md.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -88,3 +89,24 @@ def corpus(directory: Path = CORPUS_DIR) -> list[Entry]:
             )
         )
     return entries
+
+
+# --- the tuning / held-out split (issue 38) ---------------------------------------------------------
+
+def thread_of(entry: Entry) -> str:
+    """The group an entry is split with: its source thread; each study entry is its own group."""
+    return f"study:{entry.file}" if entry.source == "study" else entry.source
+
+
+def split(entries: list[Entry]) -> tuple[list[Entry], list[Entry]]:
+    """(tuning half, held-out half), by source thread: excerpts of one thread stay on one side.
+    Threads are taken in the order of their name's sha256 and each goes to the smaller half so far,
+    so the split is fixed by the corpus alone (no seed, no choice) and the halves stay near equal."""
+    groups: dict[str, list[Entry]] = {}
+    for e in entries:
+        groups.setdefault(thread_of(e), []).append(e)
+    tune: list[Entry] = []
+    held: list[Entry] = []
+    for key in sorted(groups, key=lambda k: hashlib.sha256(k.encode()).hexdigest()):
+        (tune if len(tune) <= len(held) else held).extend(groups[key])
+    return tune, held

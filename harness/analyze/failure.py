@@ -9,9 +9,11 @@ would test it. Lines are read with `harness.core.logs.classify`: a frame, a care
 never evidence, and vLLM's generic wrappers ("Engine core initialization failed") are read only when
 nothing else matches (a wrapper may quote the cause). Within a source the earliest matching line
 decides (the process that raised first), within a line the catalogue's order; a weak signature (a
-signal, the harness's own timeout) decides only when no strong one matches any source. Anything
-unmatched is "unknown", with the most specific line found and what it is (only the wrapper, no
-traceback at all).
+signal, the harness's own timeout) decides only when no strong one matches any source. Where no
+signature matches, the second layer reads the tracebacks' structure (harness.analyze.structure: the
+exception type with the frames it passed through) and names a class with lower confidence ("class
+by structure, no known signature"). Anything neither layer reads is "unknown", with the most
+specific line found and what it is (only the wrapper, no traceback at all).
 
 `failure_table(ds)` builds the study's "Failure attribution" table from the records: for each leg,
 the models that either have no passing run in the main series, or pass only under a pin, grouped
@@ -37,8 +39,14 @@ from harness.schema.record import RunRecord, write_json_atomic
 # The dataset calls `attribute` while it loads, so this module takes a Dataset without importing it.
 Dataset = Any
 
+from harness.analyze import structure
 from harness.analyze.signatures import (CATALOGUE, UNKNOWN, Fixable, Signature, _BY_ID,  # noqa: F401
-                                        failure_class, signature)
+                                        signature)
+from harness.analyze.signatures import failure_class as _signature_class
+
+# A class named by a structural rule is recorded under this prefix and the rule's id, so a record
+# and the failure table tell it from a catalogue signature.
+STRUCTURE_PREFIX = "structure:"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,11 +62,26 @@ class Attribution:
     window: str = ""           # for a dependency problem: the `harness window` command that tests it
     found: str = ""            # for "unknown": what was found instead of a cause
     diagnosed: bool = False    # the evidence comes from the DEBUG re-run (diagnosis/)
+    layer: str = "none"        # which layer answered: signature | structure | none
+    confidence: str = "none"   # high (an exact signature) | lower (structure only) | none
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["class"] = d.pop("klass")
         return d
+
+
+def failure_class(sig_id: str | None) -> str:
+    """The class of a signature id or of a structural rule's id ("unknown" for unknown or missing ids)."""
+    if sig_id and sig_id.startswith(STRUCTURE_PREFIX):
+        r = _rule(sig_id)
+        return r.klass if r else UNKNOWN
+    return _signature_class(sig_id)
+
+
+def _rule(sig_id: str) -> structure.Rule | None:
+    rid = sig_id.removeprefix(STRUCTURE_PREFIX)
+    return next((r for r in structure.rules() if r.id == rid), None)
 
 
 def _module_of(dist: str) -> str:
@@ -118,7 +141,7 @@ def _attribution(sig: Signature, m: re.Match[str], line: str, source: str) -> At
     return Attribution(signature=sig.id, root_cause=sig.root_cause, fixable=sig.fixable, fix=sig.fix,
                        error=line, source=source, klass=sig.klass, window=_window(sig, groups),
                        detail="; ".join(f"{k}={v}" for k, v in sorted(groups.items()) if k != "so"),
-                       diagnosed=source == "diagnosis")
+                       diagnosed=source == "diagnosis", layer="signature", confidence="high")
 
 
 def attribute(rec: RunRecord | Mapping[str, Any] | None, log_text: str | None = None,
@@ -148,8 +171,29 @@ def attribute(rec: RunRecord | Mapping[str, Any] | None, log_text: str | None = 
     if rec is not None and rec.status == "timeout":
         sig = _BY_ID["timeout"]
         return Attribution(signature=sig.id, root_cause=sig.root_cause, fixable=sig.fixable, fix=sig.fix,
-                           error=f.reason if f and f.reason else "timed out", source="status", klass=sig.klass)
+                           error=f.reason if f and f.reason else "timed out", source="status", klass=sig.klass,
+                           layer="signature", confidence="high")
+    for name, text in sources:
+        hit = structure.match(text) if text and name != "reason" else None
+        if hit:
+            return _by_structure(hit, name)
     return _unknown(f, log_text, diagnosis_log)
+
+
+def _by_structure(hit: structure.StructureMatch, source: str) -> Attribution:
+    """The structural layer's answer: the rule's class, the traceback's exception line (or, cut, its
+    innermost source line) as evidence, and the frame that decided as detail."""
+    tb, r = hit.traceback, hit.rule
+    frame = next((f for f in reversed(tb.frames) if r.frames is not None and r.frames.search(str(f))),
+                 tb.frames[-1] if tb.frames else None)
+    # The frame that decided, as its package folder and file ("pynccl.py" alone hides whose it is).
+    detail = f"frame={'/'.join(frame.path.split('/')[-2:])}:{frame.func}" if frame else ""
+    if tb.exc_type:
+        detail = f"exception={tb.exc_type}; {detail}" if detail else f"exception={tb.exc_type}"
+    return Attribution(signature=STRUCTURE_PREFIX + r.id, root_cause=r.root_cause, fixable="unknown", fix=r.fix,
+                       error=tb.line or (f"{frame.path}, in {frame.func}" if frame else ""), detail=detail,
+                       source=source, klass=r.klass, diagnosed=source == "diagnosis",
+                       found="class by structure, no known signature", layer="structure", confidence="lower")
 
 
 def _unknown(f: Any, log_text: str | None, diagnosis_log: str | None) -> Attribution:
@@ -259,10 +303,17 @@ def explain_text(att: Attribution, name: str) -> str:
     """What `harness explain` prints for one log."""
     if not att.klass:
         return f"{name}: {att.found}\n"
-    out = [f"{name}: {att.klass} (signature {att.signature})",
-           f"  evidence:   {att.error}"]
+    if att.layer == "structure":
+        rule_id = att.signature.removeprefix(STRUCTURE_PREFIX)
+        head = f"{name}: {att.klass} (class by structure, no known signature; rule {rule_id}; lower confidence)"
+    else:
+        head = f"{name}: {att.klass} (signature {att.signature})"
+    out = [head, f"  evidence:   {att.error}"]
     if att.signature == UNKNOWN:
         out.append(f"  found:      {att.found}")
+    elif att.layer == "structure":
+        out.append(f"  root cause: {att.root_cause}")
+        out.append(f"  check:      {att.fix}")
     else:
         out.append(f"  root cause: {att.root_cause}")
         out.append(f"  fixable:    {att.fixable}" + (f" — {att.fix}" if att.fix else ""))
@@ -387,11 +438,18 @@ def failure_table(ds: Dataset, *, leg: str | None = None, series: str | None = N
     leg_order = {name: i for i, name in enumerate(ds.study.leg_names)}
     rows = []
     for lg, g in sorted(by_model.groupby("leg"), key=lambda kv: leg_order.get(kv[0], len(leg_order))):
-        for i, (sig_id, h) in enumerate(sorted(g.groupby("signature"), key=lambda kv: order[kv[0]])):
+        # Structural answers sort after the catalogue's, before "unknown".
+        for i, (sig_id, h) in enumerate(sorted(g.groupby("signature"),
+                                               key=lambda kv: (order.get(kv[0], len(CATALOGUE) - 0.5), kv[0]))):
             sig = _BY_ID.get(sig_id)
             model_order = _model_order(ds)
             models = sorted(h["model"], key=lambda m: (model_order.get(m, len(model_order)), m))
-            if sig is None:
+            rule = _rule(sig_id) if sig_id.startswith(STRUCTURE_PREFIX) else None
+            if rule is not None:
+                errors = [e for es in h["errors"] for e in es]
+                error = " / ".join(dict.fromkeys(f"`{e}`" for e in errors)) or "no error recorded"
+                root, fixable = f"{rule.root_cause} (by structure, no known signature)", f"unknown — {rule.fix}"
+            elif sig is None:
                 errors = [e for es in h["errors"] for e in es]
                 error = " / ".join(dict.fromkeys(f"`{e}`" for e in errors)) or "no error recorded"
                 root, fixable = "unknown", "unknown"
