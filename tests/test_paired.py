@@ -333,15 +333,16 @@ def test_cpu_engines_start_side_by_side_and_sleeping_ones_one_at_a_time(fake_pai
 # --- stop when decided ------------------------------------------------------------------------------
 
 def test_until_decided_stops_once_every_cell_is_decided_and_the_tables_test_at_alpha_over_looks(fake_paired):
-    # FAKE engines: leg B's passes take 0.8 of A's time (its tok/s 25% higher, with the pass's own jitter):
-    # decided at the first look (block 3 of at most 6), so blocks 4-6 are never measured.
+    # FAKE engines: leg B's tok/s 25% higher than A's, each pass within ±1% of its leg's (fake_steady: a
+    # loaded host's stretched 20 ms sleeps must not decide the test): decided at the first look (block 3 of
+    # at most 6), so blocks 4-6 are never measured.
     from harness.analyze.canonical import canonicalize
     from harness.analyze.dataset import load
     from harness.analyze.tables import throughput
     from harness.analyze.until_decided import until_decided
 
-    res = fake_paired({"fake_pass_s": 0.02, "fake_only_tok_s": 1250.0, "fake_only_leg": B}, blocks=6, pairs=3,
-                      until_decided=True, min_blocks=3, stop_rule=until_decided)
+    res = fake_paired({"fake_pass_s": 0.02, "fake_steady": True, "fake_only_tok_s": 1250.0, "fake_only_leg": B},
+                      blocks=6, pairs=3, until_decided=True, min_blocks=3, stop_rule=until_decided)
     assert sorted({r.repeat for r in res.records}) == [1, 2, 3]
     study = yaml.safe_load((res.study_dir / "study.yaml").read_text())
     assert study["looks"] == 4
