@@ -264,3 +264,29 @@ def test_a_legacy_record_gives_way_in_the_view_to_a_record_with_settings(tmp_pat
     rows = json.loads((tmp_path / "crosscheck-prefix-caching.json").read_text())["rows"]
     assert sorted((r["workload"], r["ratio"]) for r in rows) == [("w", 0.95), ("w2", 0.9)]
     assert (folder / "l--m--w--legacy.json").exists()
+
+
+MM_SCENARIO = """
+name: t
+legs: [cpu-0.32.0]
+repeats: 1
+models:
+  - {name: m, path: tiny, modality: multimodal, engine_args: {fake_tok_s: 100.0}}
+workloads:
+  - {name: img, kind: throughput, modality: image, input_len: 8, output_len: 4, num_prompts: 2, width: 56, height: 56}
+"""
+
+
+def test_a_non_text_workload_is_not_crosschecked_against_vllms_text_only_dataset(tmp_path, fake_sweep, capsys):
+    # vLLM's side would time its text `random` dataset against image prompts and still print a ratio.
+    from harness.core.errors import UserError
+
+    only_image = write_scenario(tmp_path, MM_SCENARIO)
+    with pytest.raises(UserError, match=r"no text throughput workload .*cannot be: img \(image\)"):
+        cc.crosscheck(SweepArgs(scenario=str(only_image), results=tmp_path / "r", dry_run=True))
+    both = tmp_path / "both"
+    both.mkdir()
+    mixed = write_scenario(both, MM_SCENARIO.replace(
+        "workloads:\n", "workloads:\n  - {name: thr, kind: throughput, input_len: 8, output_len: 4, num_prompts: 2}\n"))
+    cc.crosscheck(SweepArgs(scenario=str(mixed), results=tmp_path / "r2", dry_run=True))
+    assert "not cross-checked: img (image)" in capsys.readouterr().err
