@@ -28,6 +28,7 @@ from harness.core import paths
 from harness.experiments import Ran
 from harness.experiments.crosscheck_tokenization import TokenizationCost, tokenization_cost, tokenization_md
 
+from harness.schema import checks
 from harness.schema import crosscheck as crosscheck_file
 from harness.schema import record
 from harness.schema.crosscheck import CrosscheckRecord
