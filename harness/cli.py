@@ -17,10 +17,13 @@ EXIT_RUNS_FAILED = 3
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
+    from harness.investigate.history import is_history, sweep_history
     from harness.investigate.until_decided import until_decided
     from harness.measure.sweep import SweepArgs, sweep
 
-    res = sweep(SweepArgs.from_cli_args(a), stop_rule=until_decided)
+    args = SweepArgs.from_cli_args(a)
+    # A scenario with a `history:` key plans one leg per release (docs/history.md).
+    res = (sweep_history if is_history(args.scenario) else sweep)(args, stop_rule=until_decided)
     if res.invocation_id != "dry-run":
         from harness.analyze.failure import record_class
 

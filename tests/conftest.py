@@ -45,7 +45,7 @@ def fake_sweep(tmp_path, monkeypatch):
     """Sweeps whose runs use the FAKE bench worker and FAKE leg envs; everything else is real."""
     env = fake_env(tmp_path)
 
-    def resolve_envs(sc, legs, models, arms, *, offline=False, dry_run=False):
+    def resolve_envs(sc, legs, models, arms, *, offline=False, dry_run=False, specs=None):
         return {(ln, m, a): fake_env(tmp_path, ln) for ln in legs for m in models for a in arms}
 
     monkeypatch.setattr(sweepmod, "resolve_envs", resolve_envs)
