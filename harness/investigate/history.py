@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from packaging.version import Version
 
-from harness.core.errors import UserError
+from harness.core.errors import LegEnvError, UserError
 from harness.investigate.bisect_legs import release_legs
 from harness.investigate.bisect_measure import stack_of
 from harness.measure import leg as legmod
@@ -31,10 +31,11 @@ from harness.measure.scenario import Scenario, load_scenario, scenario_path
 from harness.schema import history as hfile
 from harness.schema import record
 
-# Resident memory of one idle tiny-model CPU engine beside its KV cache (VLLM_CPU_KVCACHE_SPACE): the
-# engine process with torch and vLLM loaded. A planning figure, rounded up from the smoke check's
-# engines (docs/history.md); the paired design keeps every release's engine up at once.
-ENGINE_BASE_GIB = 2.0
+# Memory of one tiny-model CPU engine beside its KV cache (VLLM_CPU_KVCACHE_SPACE): the worker and the
+# engine process with torch and vLLM loaded. The smoke check's tiny-Llama engines peaked at about 1.1 GiB
+# resident, worker and engine together, KV cache included (docs/history.md): counting the KV cache in full
+# on top keeps the figure an upper bound. The paired design keeps every release's engine up at once.
+ENGINE_BASE_GIB = 1.0
 # Share of the memory available at planning time the resident engines may take.
 MEMORY_SHARE = 0.8
 
@@ -120,21 +121,27 @@ def _install(spec: LegSpec, *, offline: bool, allow_dirty: bool, build: bool) ->
     try:
         env = legmod.resolve(spec, (), offline=offline)
     except UserError as e:
-        return None, hfile.Release(**base, status="not-installed", reason=_tail(str(e)))
+        return None, hfile.Release(**base, status="not-installed", reason=_tail(e))
     more = dict(compat_id=env.compat_id, lock=env.lock, stack=stack_of(env))
     if build:
         try:
             legmod.ensure(env)
             found = [f"{x['dist']} registers {x['group']}:{x['name']}" for x in legmod.foreign_plugins(env)]
         except UserError as e:
-            return None, hfile.Release(**base, **more, status="not-installed", reason=_tail(str(e)))
+            return None, hfile.Release(**base, **more, status="not-installed", reason=_tail(e))
         if found and not allow_dirty:
             return None, hfile.Release(**base, **more, status="dirty", reason="; ".join(found))
     return env, hfile.Release(**base, **more, status="measured")
 
 
-def _tail(text: str, lines: int = 12) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
+def _tail(e: UserError | str, lines: int = 12) -> str:
+    """Why a release did not install: one summary line first (the resolver's `cause:` where it gives one,
+    which names the pin that cannot be met), then the tool's last lines."""
+    log = e.log if isinstance(e, LegEnvError) else str(e)
+    tail = log.strip().splitlines()[-lines:]
+    cause = next((ln.strip().removeprefix("cause:").strip() for ln in tail if ln.strip().startswith("cause:")), None)
+    head = cause or (str(e).strip().splitlines() or [""])[-1]
+    return "\n".join([head, *tail])
 
 
 def sweep_history(args: sweepmod.SweepArgs, *, stop_rule=None) -> sweepmod.SweepResult:  # type: ignore[no-untyped-def]
@@ -154,7 +161,7 @@ def sweep_history(args: sweepmod.SweepArgs, *, stop_rule=None) -> sweepmod.Sweep
             env, entries[v] = _install(spec, offline=args.offline, allow_dirty=args.allow_dirty, build=not args.dry_run)
             said = ("resolves (dry run: not built)" if args.dry_run else "installed") if env is not None else entries[v].status
             sweepmod.console.print(f"history: {v} on leg {spec.name}: {said}"
-                                   + (f" ({entries[v].reason.splitlines()[-1]})" if entries[v].reason else ""))
+                                   + (f" ({entries[v].reason.splitlines()[0]})" if entries[v].reason else ""))
             if env is not None:
                 installed[spec.name] = spec
     if not installed:

@@ -39,7 +39,7 @@ class Release(Frozen):
     compat_id: str | None = None
     lock: str | None = None                # the leg env's uv.lock, relative to the harness cache
     stack: dict[str, str] = Field(default_factory=dict)   # vLLM, torch, transformers as locked
-    reason: str | None = None              # why a release was not measured
+    reason: str | None = None              # why a release was not measured: a summary line, then the tool's log
 
 
 class History(Frozen):

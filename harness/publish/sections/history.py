@@ -28,7 +28,7 @@ def _why_missing(view: hist.HistoryView, st: Study) -> dict[tuple[str, str], str
     models = sorted({s.model for s in view.series})
     for r in view.record.releases:
         if r.status != "measured":
-            line = (r.reason or r.status).strip().splitlines()[-1].strip()
+            line = (r.reason or r.status).strip().splitlines()[0].strip()   # its summary line
             for m in models:
                 out[(r.leg, m)] = f"{r.status}: {line}"
     att = attributions_by_model(st.ds)
@@ -94,7 +94,7 @@ def history_md(st: Study) -> str:
             *dis, "", _simulation(view), "", f"Finer builds for a bisect into a changed step: {rec.finer_builds}.", "",
             "| release | leg | status | compat id | torch | why not measured |", "|---|---|---|---|---|---|"]
     for r in rec.releases:
-        reason = (r.reason or "").strip().splitlines()[-1].strip().replace("|", "\\|") if r.reason else ""
+        reason = r.reason.strip().splitlines()[0].strip().replace("|", "\\|") if r.reason else ""
         out.append(f"| {r.version} | {r.leg}{' (derived)' if r.derived else ''} | {r.status} | {r.compat_id or '—'} | "
                    f"{r.stack.get('torch', '—')} | {reason} |")
     return "\n".join(out) + "\n"
