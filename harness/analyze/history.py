@@ -157,7 +157,8 @@ def _agreement(label: dict[str, str], steps: Sequence[tuple[str, str, Ratio]], c
     for old, new, r in steps:
         moved, found = r.verdict in MOVED, new in cps
         if moved and not found:
-            out.append(f"{label[old]}→{label[new]}: the step test says {r.verdict}, the step detection finds no new level")
+            out.append(f"{label[old]}→{label[new]}: the step test says {r.verdict}, "
+                       "the step detection finds no new level")
         elif found and r.verdict == "equivalent":
             out.append(f"{label[old]}→{label[new]}: the step detection finds a new level, the step test says "
                        "equivalent within the margin")
@@ -174,7 +175,8 @@ def history_view(canon: Canonical, study_dir: Path | str) -> HistoryView | None:
         return None
     margin, _ = study_margin(canon)
     alpha = study_alpha(canon)
-    label = dict(leg_pairs(canon)) | {r.leg: r.label for r in rec.releases}
+    # Releases by their version: a reviewed leg file's short label ("0.27") would read as another release.
+    label = dict(leg_pairs(canon)) | {r.leg: r.version for r in rec.releases}
     order = [r.leg for r in rec.releases]
     cells = {(c["leg"], c["model"], c["workload"]): c for c in canon.cells.to_dict("records")}
     rows = order_frame(canon, canon.expected.drop_duplicates(["model", "workload"])[["model", "workload", "kind"]])

@@ -153,13 +153,15 @@ def sweep_history(args: sweepmod.SweepArgs, *, stop_rule=None) -> sweepmod.Sweep
     versions = releases(sc.history, template)
     specs, missing = release_specs(template, versions)
     entries: dict[str, hfile.Release] = {
-        v: hfile.Release(version=v, leg=name, label=v, status="no-leg", reason=why) for v, (name, why) in missing.items()}
+        v: hfile.Release(version=v, leg=name, label=v, status="no-leg", reason=why)
+        for v, (name, why) in missing.items()}
     installed: dict[str, LegSpec] = {}
     held = sweepmod._null() if args.dry_run else waiting_node_lock(args.wait_lock_s or 3600, say=sweepmod.console.print)
     with held:
         for v, spec in specs.items():
             env, entries[v] = _install(spec, offline=args.offline, allow_dirty=args.allow_dirty, build=not args.dry_run)
-            said = ("resolves (dry run: not built)" if args.dry_run else "installed") if env is not None else entries[v].status
+            said = (entries[v].status if env is None
+                    else "resolves (dry run: not built)" if args.dry_run else "installed")
             sweepmod.console.print(f"history: {v} on leg {spec.name}: {said}"
                                    + (f" ({entries[v].reason.splitlines()[0]})" if entries[v].reason else ""))
             if env is not None:
@@ -170,7 +172,8 @@ def sweep_history(args: sweepmod.SweepArgs, *, stop_rule=None) -> sweepmod.Sweep
     sweepmod.console.print(f"history: {design} design: {why}")
     measured = [v for v in versions if entries[v].status == "measured"]
     hist = hfile.History(scenario=str(args.scenario), template=template.name, dist=template.vllm_dist,
-                         releases=[entries[v] for v in versions], design=design, design_reason=why,  # type: ignore[arg-type]
+                         releases=[entries[v] for v in versions],
+                         design=design, design_reason=why,  # type: ignore[arg-type]
                          finer_builds=finer_builds(template.vllm_dist, measured), created_at=record.now())
     run_args = replace(args, design=design)
     sc2, study_dir, planned = sweepmod.plan(run_args, specs=installed)

@@ -67,7 +67,7 @@ def history_md(st: Study) -> str:
         return ""
     rec = view.record
     why = _why_missing(view, st)
-    releases = [(r.leg, r.label) for r in rec.releases]
+    releases = [(r.leg, r.version) for r in rec.releases]
     out = ["### Release history", "",
            f"Scenario `{rec.scenario}` on every release of `{rec.dist}` it names, each on leg `{rec.template}`'s "
            f"stack with only the release changed (or the release's reviewed leg file). Design: **{rec.design}** — "
@@ -85,17 +85,21 @@ def history_md(st: Study) -> str:
     for s in view.series:
         for old, new, r in s.steps:
             out.append(f"| {ticked(s.model)} | {s.workload} | {label.get(old, old)}→{label.get(new, new)} | "
-                       f"{fmt_ratio(r)} | {fmt_ci(r)} | {fmt_verdict(r)} | {'yes' if new in s.change_points else 'no'} |")
+                       f"{fmt_ratio(r)} | {fmt_ci(r)} | {fmt_verdict(r)} | "
+                       f"{'yes' if new in s.change_points else 'no'} |")
     tests = sum(r.test is not None for s in view.series for _, _, r in s.steps)
     out += ["", f"_Ratios above 1: the newer release faster. Every step is decided by the tables' rule, the {tests} "
-                f"tested steps together (Benjamini–Hochberg at α = {view.alpha:g}); equivalent: within ±{view.margin:.0%}._"]
+                f"tested steps together (Benjamini–Hochberg at α = {view.alpha:g}); "
+                f"equivalent: within ±{view.margin:.0%}._"]
     dis = [f"- {ticked(s.model)} {s.workload}, {d}" for s in view.series for d in s.disagreements]
-    out += ["", ("Where the two passes disagree:" if dis else "The step tests and the step detection agree on every step."),
+    agree = "The step tests and the step detection agree on every step."
+    out += ["", ("Where the two passes disagree:" if dis else agree),
             *dis, "", _simulation(view), "", f"Finer builds for a bisect into a changed step: {rec.finer_builds}.", "",
             "| release | leg | status | compat id | torch | why not measured |", "|---|---|---|---|---|---|"]
     for r in rec.releases:
         reason = r.reason.strip().splitlines()[0].strip().replace("|", "\\|") if r.reason else ""
-        out.append(f"| {r.version} | {r.leg}{' (derived)' if r.derived else ''} | {r.status} | {r.compat_id or '—'} | "
+        out.append(f"| {r.version} | {r.leg}{' (derived)' if r.derived else ''} | {r.status} | "
+                   f"{r.compat_id or '—'} | "
                    f"{r.stack.get('torch', '—')} | {reason} |")
     return "\n".join(out) + "\n"
 
