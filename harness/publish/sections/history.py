@@ -92,15 +92,17 @@ def history_md(st: Study) -> str:
                 f"tested steps together (Benjamini–Hochberg at α = {view.alpha:g}); "
                 f"equivalent: within ±{view.margin:.0%}._"]
     dis = [f"- {ticked(s.model)} {s.workload}, {d}" for s in view.series for d in s.disagreements]
-    agree = "The step tests and the step detection agree on every step."
+    agree = ("The step tests and the step detection agree on every step." if any(s.sigma for s in view.series)
+             else "No step detection: no release has two samples or more.")
     out += ["", ("Where the two passes disagree:" if dis else agree),
             *dis, "", _simulation(view), "", f"Finer builds for a bisect into a changed step: {rec.finer_builds}.", "",
-            "| release | leg | status | compat id | torch | why not measured |", "|---|---|---|---|---|---|"]
+            "| release | leg | status | compat id | torch | transformers | why not measured |",
+            "|---|---|---|---|---|---|---|"]
     for r in rec.releases:
         reason = r.reason.strip().splitlines()[0].strip().replace("|", "\\|") if r.reason else ""
         out.append(f"| {r.version} | {r.leg}{' (derived)' if r.derived else ''} | {r.status} | "
                    f"{r.compat_id or '—'} | "
-                   f"{r.stack.get('torch', '—')} | {reason} |")
+                   f"{r.stack.get('torch', '—')} | {r.stack.get('transformers', '—')} | {reason} |")
     return "\n".join(out) + "\n"
 
 
