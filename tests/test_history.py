@@ -209,3 +209,20 @@ def test_a_release_that_does_not_resolve_is_summarised_by_the_resolvers_cause():
     head, *rest = reason.splitlines()
     assert head.startswith("Because there is no version of torch==2.11.0+cpu") and rest == log.splitlines()
     assert plan._tail(UserError("no leg file")) == "no leg file\nno leg file"
+
+
+def test_a_dry_run_plans_every_installed_release_and_writes_nothing(tmp_path, fake_sweep, monkeypatch):
+    seen = []
+
+    def install(spec, *, offline, allow_dirty, build):
+        seen.append((spec.name, build))
+        return object(), hfile.Release(version=spec.vllm_version, leg=spec.name, label=spec.label, status="measured")
+
+    monkeypatch.setattr(plan, "_install", install)
+    monkeypatch.setattr(plan, "finer_builds", lambda dist, measured: "none: test")
+    body = HISTORY.replace(', "0.20.0"]', "]")
+    res = plan.sweep_history(SweepArgs(scenario=str(write_scenario(tmp_path, body)), results=tmp_path / "results",
+                                       dry_run=True))
+    assert res.invocation_id == "dry-run" and seen == [("cpu-0.27.1", False), ("cpu-0.30.0", False),
+                                                       ("cpu-0.32.0", False)]
+    assert not (tmp_path / "results" / "hist").exists()
