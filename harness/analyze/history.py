@@ -209,7 +209,7 @@ def history_view(canon: Canonical, study_dir: Path | str) -> HistoryView | None:
         bounds = [0, *idx, len(groups)]
         levels = tuple(math.exp(float(np.mean(np.log(np.concatenate([np.asarray(g, dtype=float)
                                                                       for g in groups[a:b]])))))
-                       for a, b in zip(bounds, bounds[1:]) if b > a)
+                       for a, b in zip(bounds, bounds[1:]) if b > a) if sigma is not None else ()
         out.append(Series(model=model, workload=wl, kind=kind, points=tuple(points), steps=tuple(steps),
                           change_points=cps, levels=levels, sigma=sigma,
                           disagreements=tuple(_agreement(label, steps, set(cps)))))
