@@ -17,6 +17,7 @@ Two passes over the same canonical cells, which must agree or say where they do 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -78,6 +79,7 @@ def pooled_sigma2(groups: Sequence[np.ndarray]) -> tuple[float | None, int]:
     return ss / df, df
 
 
+@functools.lru_cache(maxsize=256)   # a simulation asks for the same few quantiles thousands of times
 def penalty(k: int, df: int, alpha: float = ALPHA) -> float:
     """The cost of one change point: the F(1, df) quantile at α/(K−1) over the K−1 candidate steps."""
     from scipy import stats as sps
