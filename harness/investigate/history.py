@@ -13,6 +13,7 @@ finer than the releases exist for a bisect into a changed step.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -22,6 +23,7 @@ from harness.core.errors import LegEnvError, UserError
 from harness.investigate.bisect_legs import release_legs
 from harness.investigate.bisect_measure import stack_of
 from harness.measure import leg as legmod
+from harness.measure import paired
 from harness.measure import sweep as sweepmod
 from harness.measure.index import index_versions
 from harness.measure.leg import LegEnv, LegSpec
@@ -145,11 +147,14 @@ def _tail(e: UserError | str, lines: int = 12) -> str:
     return "\n".join([head, *tail])
 
 
-def sweep_history(args: sweepmod.SweepArgs, *, stop_rule=None) -> sweepmod.SweepResult:  # type: ignore[no-untyped-def]
-    """Plan the history's legs, build them, record the plan, and measure the releases that installed."""
+def sweep_history(args: sweepmod.SweepArgs, *, stop_rule: paired.StopRule | None = None) -> sweepmod.SweepResult:
+    """Plan the history's legs, build them, record the plan, and measure the releases that installed.
+    Each release's env is built here with the leg's own pins; a model's or arm's pins make further envs,
+    which the sweep builds as it always does."""
     sc_file = scenario_path(args.scenario)
     sc = load_scenario(sc_file)
-    assert sc.history is not None
+    if sc.history is None:
+        raise UserError(f"{sc_file}: no history: key (a plain scenario is measured by the sweep itself)")
     template = legmod.load_leg(sc.history.template)
     versions = releases(sc.history, template)
     specs, missing = release_specs(template, versions)
@@ -157,7 +162,8 @@ def sweep_history(args: sweepmod.SweepArgs, *, stop_rule=None) -> sweepmod.Sweep
         v: hfile.Release(version=v, leg=name, label=v, status="no-leg", reason=why)
         for v, (name, why) in missing.items()}
     installed: dict[str, LegSpec] = {}
-    held = sweepmod._null() if args.dry_run else waiting_node_lock(args.wait_lock_s or 3600, say=sweepmod.console.print)
+    held = (contextlib.nullcontext() if args.dry_run
+            else waiting_node_lock(args.wait_lock_s or 3600, say=sweepmod.console.print))
     with held:
         for v, spec in specs.items():
             env, entries[v] = _install(spec, offline=args.offline, allow_dirty=args.allow_dirty, build=not args.dry_run)
