@@ -28,15 +28,16 @@ def write_scenario(dir_: Path, body: str, name: str = "t") -> Path:
     return path
 
 
-def fake_env(tmp: Path, leg_name: str = "cpu-0.32.0") -> legmod.LegEnv:
-    """FAKE leg env: the test's own Python stands in for a leg venv (no vLLM)."""
+def fake_env(tmp: Path, leg_name: str = "cpu-0.32.0", spec: legmod.LegSpec | None = None) -> legmod.LegEnv:
+    """FAKE leg env: the test's own Python stands in for a leg venv (no vLLM). `spec`: a leg without a
+    file of its own (a history's derived leg)."""
     root = tmp / "legs" / f"{leg_name}-fake"
     (root / "bin").mkdir(parents=True, exist_ok=True)
     py = root / "bin" / "python"
     if not py.exists():
         py.symlink_to(sys.executable)
     (root / "harness-leg.json").write_text("{}")
-    return legmod.LegEnv(leg=legmod.load_leg(leg_name), pins=(), lock="fake==0\n", compat_id="fakecompat00",
+    return legmod.LegEnv(leg=spec or legmod.load_leg(leg_name), pins=(), lock="fake==0\n", compat_id="fakecompat00",
                          root=root)
 
 
@@ -45,8 +46,8 @@ def fake_sweep(tmp_path, monkeypatch):
     """Sweeps whose runs use the FAKE bench worker and FAKE leg envs; everything else is real."""
     env = fake_env(tmp_path)
 
-    def resolve_envs(sc, legs, models, arms, *, offline=False, dry_run=False):
-        return {(ln, m, a): fake_env(tmp_path, ln) for ln in legs for m in models for a in arms}
+    def resolve_envs(sc, legs, models, arms, *, offline=False, dry_run=False, specs=None):
+        return {(ln, m, a): fake_env(tmp_path, ln, (specs or {}).get(ln)) for ln in legs for m in models for a in arms}
 
     monkeypatch.setattr(sweepmod, "resolve_envs", resolve_envs)
     monkeypatch.setattr(sweepmod, "RunSpec", functools.partial(runmod.RunSpec, worker=FAKE_BENCH))

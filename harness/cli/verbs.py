@@ -75,9 +75,12 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_sweep(a: argparse.Namespace) -> int:
     from harness.analyze.until_decided import until_decided
+    from harness.experiments.history import is_history, sweep_history
     from harness.measure.sweep import SweepArgs, sweep
 
-    res = sweep(SweepArgs.from_cli_args(a), stop_rule=until_decided)
+    args = SweepArgs.from_cli_args(a)
+    # A scenario with a `history:` key plans one leg per release (docs/history.md).
+    res = (sweep_history if is_history(args.scenario) else sweep)(args, stop_rule=until_decided)
     if res.invocation_id != "dry-run":
         from harness.analyze.failure import record_class
 

@@ -250,6 +250,26 @@ class Arm(_Strict):
     engine_args_checked = field_validator("engine_args")(_engine_args_field)
 
 
+class History(_Strict):
+    """A release history (docs/history.md): the scenario measured on every release of a range, each on a
+    leg derived from `template` (or, for a prebuilt template, each release's own leg file), planned by
+    `harness.experiments.history`. Give `releases`, or `first` and `last` for every release of the
+    template's vLLM distribution on the package index between them (both included)."""
+
+    template: str
+    releases: list[str] = Field(default_factory=list)
+    first: str | None = None
+    last: str | None = None
+
+    @model_validator(mode="after")
+    def _one_range(self) -> "History":
+        if bool(self.releases) == (self.first is not None or self.last is not None):
+            raise ValueError("give either releases or first and last")
+        if not self.releases and (self.first is None or self.last is None):
+            raise ValueError("first and last go together")
+        return self
+
+
 class Scenario(_Strict):
     name: str
     description: str = ""
@@ -290,6 +310,7 @@ class Scenario(_Strict):
     # Where the scenario's data is documented as reconstructed rather than known (e.g. the
     # published study did not state its prompt lengths), say so here; reports print it.
     notes: str = ""
+    history: History | None = None
 
     @field_validator("name", "series")
     @classmethod
@@ -330,6 +351,13 @@ class Scenario(_Strict):
             for j, w in enumerate(m.workloads or []):
                 if w not in wl:
                     raise ValueError(f"models[{i}].workloads[{j}]: unknown workload {w!r}")
+        return self
+
+    @model_validator(mode="after")
+    def _history_template(self) -> "Scenario":
+        # The releases' legs are derived when the history is planned; the scenario names only its template.
+        if self.history is not None and self.legs != [self.history.template]:
+            raise ValueError(f"legs: a history scenario lists its template leg only ([{self.history.template}])")
         return self
 
     @property

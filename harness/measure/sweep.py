@@ -14,7 +14,7 @@ import os
 import random
 import uuid
 from datetime import datetime
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from harness.core.yamlio import read_yaml
 from harness.measure import dryrun, guard, leg as legmod, paired, prime, supersede
 from harness.schema import record, sweep_index
 from harness.schema import study as study_file
-from harness.measure.leg import LegEnv
+from harness.measure.leg import LegEnv, LegSpec
 from harness.schema.record import RunRecord
 from harness.measure.lock import waiting_node_lock
 from harness.measure.executors import EXECUTORS, Executor, PlannedRun, console, executor_named  # noqa: F401
@@ -196,14 +196,21 @@ def check_model_paths(sc_file: Path, sc: Scenario, names: list[str]) -> None:
             raise UserError(f"{sc_file}: models[{i}].path: no such model folder {m.path}")
 
 
+def _spec(name: str, specs: Mapping[str, LegSpec] | None) -> LegSpec:
+    """A leg by name: one the caller planned (a history's derived legs have no file), else its leg file."""
+    return specs[name] if specs is not None and name in specs else legmod.load_leg(name)
+
+
 def resolve_envs(sc: Scenario, leg_names: list[str], model_names: list[str], arm_names: list[str],
-                 *, offline: bool = False, dry_run: bool = False) -> dict[tuple[str, str, str], LegEnv]:
+                 *, offline: bool = False, dry_run: bool = False,
+                 specs: Mapping[str, LegSpec] | None = None) -> dict[tuple[str, str, str], LegEnv]:
     """One env per (leg, model, arm); pins make derived envs, which are shared when identical.
-    In a dry run a leg that does not resolve here is listed as unresolved instead of stopping it."""
+    In a dry run a leg that does not resolve here is listed as unresolved instead of stopping it.
+    `specs`: legs without a file of their own (a history's derived legs), by name."""
     envs: dict[tuple[str, str, str], LegEnv] = {}
     cache: dict[tuple[str, tuple[str, ...]], LegEnv] = {}
     for ln in leg_names:
-        spec = legmod.load_leg(ln)
+        spec = _spec(ln, specs)
         for mn in model_names:
             for an in arm_names:
                 arm = next(a for a in sc.arms if a.name == an)
@@ -221,12 +228,14 @@ def resolve_envs(sc: Scenario, leg_names: list[str], model_names: list[str], arm
     return envs
 
 
-def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
+def plan(args: SweepArgs, *, specs: Mapping[str, LegSpec] | None = None) -> tuple[Scenario, Path, list[PlannedRun]]:
+    """The sweep's runs in order. `specs`: the legs to measure in place of the scenario's, in order (a
+    history's release legs, `harness.experiments.history`)."""
     sc_file = scenario_path(args.scenario)
     sc = load_scenario(sc_file)
     if args.series is not None:
         sc = sc.model_copy(update={"series": args.series})
-    legs = _pick(sc.legs, args.legs, "leg", sc_file)
+    legs = _pick(sc.legs if specs is None else list(specs), args.legs, "leg", sc_file)
     models = _pick([m.name for m in sc.models], args.models, "model", sc_file)
     arms = _pick([a.name for a in sc.arms], args.arms, "arm", sc_file)
     wanted_wl = _pick([w.name for w in sc.workloads], args.workloads, "workload", sc_file)
@@ -239,10 +248,11 @@ def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
     # Sizes the command line overrides and the workloads' source folders, before any leg or engine.
     check_plan(sc_file, sc, wanted_wl, repeats=args.repeats, timeout_s=args.timeout_s,
                check_sources=args.executor == "local")
-    envs = resolve_envs(sc, legs, models, arms, offline=args.offline, dry_run=args.dry_run)
+    envs = (resolve_envs(sc, legs, models, arms, offline=args.offline, dry_run=args.dry_run) if specs is None
+            else resolve_envs(sc, legs, models, arms, offline=args.offline, dry_run=args.dry_run, specs=specs))
     sources = {m: model_source(sc_file, sc.model(m)) for m in models}
     engine = args.engine or sc.engine
-    design = paired_design(args, sc, legs, say=console.print)
+    design = paired_design(args, sc, legs, say=console.print, specs=specs)
     if design is not None:
         planned = _paired_plan(args, sc, study, study_dir, legs, models, arms, wanted_wl, envs, sources)
         return sc, study_dir, planned
@@ -271,8 +281,8 @@ def plan(args: SweepArgs) -> tuple[Scenario, Path, list[PlannedRun]]:
     return sc, study_dir, planned
 
 
-def paired_design(args: SweepArgs, sc: Scenario, legs: list[str], *,
-                  say: Callable[[str], None] | None = None) -> paired.Design | None:
+def paired_design(args: SweepArgs, sc: Scenario, legs: list[str], *, say: Callable[[str], None] | None = None,
+                  specs: Mapping[str, LegSpec] | None = None) -> paired.Design | None:
     """The paired design's settings when this sweep uses it (None: serial). A CUDA leg that cannot
     sleep makes it serial, said in one line through `say`."""
     if (args.design or sc.design) != "paired":
@@ -288,7 +298,7 @@ def paired_design(args: SweepArgs, sc: Scenario, legs: list[str], *,
     serve = [w.name for w in sc.workloads if workloads.traits_of(w.kind).server]
     if serve:
         raise UserError(f"workload {serve[0]!r} is a serve workload; the paired design measures offline passes")
-    sleep, why_not = paired.resolve_sleep(sc.sleep, [legmod.load_leg(ln) for ln in legs])
+    sleep, why_not = paired.resolve_sleep(sc.sleep, [_spec(ln, specs) for ln in legs])
     if why_not:
         if say is not None:
             say(f"[yellow]{why_not}")
@@ -380,7 +390,8 @@ def reusable(p: PlannedRun, retry_failed: bool) -> RunRecord | None:
     return rec
 
 
-def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str], *, looks: int = 1) -> None:
+def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str], *, looks: int = 1,
+                     specs: Mapping[str, LegSpec] | None = None) -> None:
     path = study_dir / "study.yaml"
     meta = (read_yaml(path) or {}) if path.exists() else {}  # bounded like every YAML input
     # A sweep until decided tests every look at alpha / looks: the tables must test at that level too.
@@ -401,7 +412,7 @@ def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str], *, looks: i
     order = meta.setdefault("legs", [])
     for ln in legs:
         if ln not in [x["name"] for x in order]:
-            order.append({"name": ln, "label": legmod.load_leg(ln).label})
+            order.append({"name": ln, "label": _spec(ln, specs).label})
     # A hand-edited study.yaml keeps its layout and comments unless the sweep has something to add.
     if path.exists() and json.dumps(meta, sort_keys=True, default=str) == before:
         return
@@ -429,7 +440,7 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
             what = "reuse" if p.reuse else "over " if p.index in replacing else "run  "
             console.print(f"{p.index:>4}  {what}  {p.spec.run_id}  env={p.spec.leg_env.name}", highlight=False)
             console.print(f"      inputs: {dryrun.inputs_line(p.spec.workload.work)}", highlight=False)
-        design = paired_design(args, sc, list(dict.fromkeys(p.spec.leg_env.leg.name for p in planned)))
+        design = paired_design(args, sc, list(_planned_legs(planned)), specs=_planned_legs(planned))
         if design is not None:
             _print_paired_plan(planned, design)
         if over:
@@ -438,7 +449,7 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
         return SweepResult(invocation_id="dry-run", study_dir=study_dir, records=[], measured=0,
                            reused=sum(p.reuse is not None for p in planned), index_path=Path())
     supersede.check(over, resume=args.resume, supersede=args.supersede)
-    design = (paired_design(args, sc, list(dict.fromkeys(p.spec.leg_env.leg.name for p in planned)))
+    design = (paired_design(args, sc, list(_planned_legs(planned)), specs=_planned_legs(planned))
               if planned and planned[0].spec.engine == "paired" else None)
     # Sortable by name in the order invocations started (milliseconds), unique by the suffix.
     invocation_id = datetime.now().strftime("%Y%m%dT%H%M%S%f")[:-3] + "-" + uuid.uuid4().hex[:6]
@@ -464,8 +475,8 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
             for p in planned:
                 if p.spec.leg_env.root == env.root:
                     p.dirty = found
-        write_study_meta(study_dir, sc, list(dict.fromkeys(p.spec.leg_env.leg.name for p in planned)),
-                         looks=design.looks if design is not None else 1)
+        write_study_meta(study_dir, sc, list(_planned_legs(planned)), looks=design.looks if design is not None else 1,
+                         specs=_planned_legs(planned))
         index_path = paths.inside(study_dir, "sweeps", f"{invocation_id}.json")
         index = sweep_index.SweepIndex(
             schema_version=sweep_index.SCHEMA_VERSION, invocation_id=invocation_id, harness_version=__version__,
@@ -517,6 +528,11 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
         index.write(index_path)
     return SweepResult(invocation_id=invocation_id, study_dir=study_dir, records=records,
                        measured=counts["measured"], reused=counts["reused"], index_path=index_path)
+
+
+def _planned_legs(planned: list[PlannedRun]) -> dict[str, LegSpec]:
+    """The plan's legs by name, in the order it first measures them."""
+    return {p.spec.leg_env.leg.name: p.spec.leg_env.leg for p in planned}
 
 
 def _print_paired_plan(planned: list[PlannedRun], design: paired.Design) -> None:

@@ -10,6 +10,7 @@ in its footer, because a transcribed figure must never pass for a measurement.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -444,3 +445,41 @@ def _drift_line(summary: DriftSummary) -> str:
              f"largest episode: {ep.n} run{'s' if ep.n != 1 else ''} of {', '.join(ep.legs)}, "
              f"down to {ep.min_speed:.2f}")
     return "; ".join([trend, legs, worst])
+
+
+def history_lines(points: pd.DataFrame, *, title: str, unit: str, change_points: Sequence[str] = (),
+                  levels: Sequence[float] = ()) -> Figure:
+    """One (model, workload)'s metric over releases (`points`: label, value, low, high, in release order;
+    a release without a value is a gap), each release's interval, the fitted levels as a step line and
+    the releases that start a new level marked by dashed lines."""
+    fig = Figure(figsize=(7, 3.2))
+    ax = fig.add_subplot()
+    x = np.arange(len(points))
+    ok = points["value"].notna().to_numpy()
+    v = points["value"].to_numpy(dtype=float)
+    lo = points["low"].fillna(points["value"]).to_numpy(dtype=float)
+    hi = points["high"].fillna(points["value"]).to_numpy(dtype=float)
+    # The interval is the geometric mean's and the dot the canonical value (a median): drawn apart, as the
+    # dot need not lie at the interval's centre.
+    ax.vlines(x[ok], lo[ok], hi[ok], color="#4c72b0", linewidth=2, alpha=0.5)
+    ax.plot(x[ok], v[ok], "o", color="#4c72b0")
+    labels = points["label"].astype(str).tolist()
+    for leg in change_points:
+        if leg in points["leg"].tolist():
+            i = points["leg"].tolist().index(leg)
+            ax.axvline(i - 0.5, color=FAIL, linestyle="--", linewidth=1)
+    if len(levels) and ok.any():
+        idx = list(x[ok])
+        starts = [0] + [idx.index(points["leg"].tolist().index(leg)) for leg in change_points
+                        if points["leg"].tolist().index(leg) in idx]
+        ends = starts[1:] + [len(idx)]
+        for level, a, b in zip(levels, starts, ends):
+            ax.hlines(level, idx[a] - 0.3, idx[b - 1] + 0.3, color="#555555", linewidth=1.5)
+    for i in x[~ok]:
+        ax.text(i, np.nanmin(v) if ok.any() else 0, "×", ha="center", va="center", color=FAIL, fontsize=14)
+    ax.set_xticks(x, labels)
+    ax.set_xlabel("release")
+    ax.set_ylabel(unit)
+    ax.set_title(title)
+    _finish(fig, None, "dashed: a new level starts (step detection); grey: the fitted levels; ×: not measured")
+    return fig

@@ -1,0 +1,122 @@
+"""A release history (a study folder holding `history.json`, docs/history.md): per (model, workload) the
+metric over the releases with its intervals and the releases where its level changed, the table of steps
+between consecutive releases, and in the column of a release where a model has no number, why
+(the release did not install, or its runs' failure attribution). Empty for every other study."""
+
+from __future__ import annotations
+
+import statistics
+
+import pandas as pd
+
+from harness import workloads
+from harness.analyze import history as hist
+from harness.analyze.failure import attributions_by_model
+from harness.analyze.fmt import fmt_ci, fmt_ratio, fmt_verdict, ticked
+from harness.publish.study import Study
+
+SIM_REPS = 2000   # simulated flat series behind the false change-point rate printed (seeded)
+
+
+def history_section(st: Study) -> hist.HistoryView | None:
+    return hist.history_view(st.canon, st.root)
+
+
+def _why_missing(view: hist.HistoryView, st: Study) -> dict[tuple[str, str], str]:
+    """(leg, model) -> why the model has no number on that release."""
+    out: dict[tuple[str, str], str] = {}
+    models = sorted({s.model for s in view.series})
+    for r in view.record.releases:
+        if r.status != "measured":
+            line = (r.reason or r.status).strip().splitlines()[0].strip()   # its summary line
+            for m in models:
+                out[(r.leg, m)] = f"{r.status}: {line}"
+    att = attributions_by_model(st.ds)
+    for a in att.to_dict("records"):
+        out.setdefault((a["leg"], a["model"]), f"fails: {a['signature']}")
+    return out
+
+
+def _cell(p: hist.Point, kind: str, new_level: bool, why: str | None) -> str:
+    if p.value is None:
+        return why or "—"
+    metric = workloads.metric_of(kind)
+    s = metric.fmt(p.value)
+    if p.low is not None and p.high is not None:
+        s += f" [{metric.fmt(p.low)}, {metric.fmt(p.high)}]"
+    return ("**▲** " if new_level else "") + s
+
+
+def _simulation(view: hist.HistoryView) -> str:
+    sigmas = [s.sigma for s in view.series if s.sigma is not None]
+    if not sigmas:
+        return "No release has two samples or more: no step detection and no simulation."
+    sd = statistics.median(sigmas)
+    k = max(sum(p.value is not None for p in s.points) for s in view.series)
+    n = max(1, round(statistics.median(p.n for s in view.series for p in s.points if p.n)))
+    flat = hist.changepoint_rates(k, n, log_sd=sd, reps=SIM_REPS, alpha=view.alpha, seed=0)
+    step = hist.changepoint_rates(k, n, log_sd=sd, step=0.10, reps=SIM_REPS, alpha=view.alpha, seed=1)
+    return (f"Simulated with the measured noise (median within-release sd of the log samples {sd:.4f}; {k} releases, "
+            f"{n} samples each; {SIM_REPS} series, seeded): a flat series gains a change point in {flat:.1%} of "
+            f"series; a 10% step in the middle is found at its release in {step:.1%}.")
+
+
+def history_md(st: Study) -> str:
+    view = history_section(st)
+    if view is None:
+        return ""
+    rec = view.record
+    why = _why_missing(view, st)
+    releases = [(r.leg, r.version) for r in rec.releases]
+    out = ["### Release history", "",
+           f"Scenario `{rec.scenario}` on every release of `{rec.dist}` it names, each on leg `{rec.template}`'s "
+           f"stack with only the release changed (or the release's reviewed leg file). Design: **{rec.design}** — "
+           f"{rec.design_reason}. Per (model, workload) the canonical value per release with the 95% interval of "
+           "the geometric mean of its samples; **▲** marks a release where the step detection finds a new level "
+           "(a penalised piecewise-constant fit on the log samples, docs/history.md).", "",
+           "| model | workload | " + " | ".join(lb for _, lb in releases) + " |",
+           "|---|---|" + "---:|" * len(releases)]
+    for s in view.series:
+        cells = [_cell(p, s.kind, p.leg in s.change_points, why.get((p.leg, s.model))) for p in s.points]
+        out.append(f"| {ticked(s.model)} | {s.workload} | " + " | ".join(cells) + " |")
+    out += ["", "#### Steps between consecutive releases", "",
+            "| model | workload | step | ratio | 95% CI | verdict | new level |", "|---|---|---|---:|---|---|---|"]
+    label = dict(releases)
+    for s in view.series:
+        for old, new, r in s.steps:
+            out.append(f"| {ticked(s.model)} | {s.workload} | {label.get(old, old)}→{label.get(new, new)} | "
+                       f"{fmt_ratio(r)} | {fmt_ci(r)} | {fmt_verdict(r)} | "
+                       f"{'yes' if new in s.change_points else 'no'} |")
+    tests = sum(r.test is not None for s in view.series for _, _, r in s.steps)
+    out += ["", f"_Ratios above 1: the newer release faster. Every step is decided by the tables' rule, the {tests} "
+                f"tested steps together (Benjamini–Hochberg at α = {view.alpha:g}); "
+                f"equivalent: within ±{view.margin:.0%}._"]
+    dis = [f"- {ticked(s.model)} {s.workload}, {d}" for s in view.series for d in s.disagreements]
+    agree = ("The step tests and the step detection agree on every step." if any(s.sigma for s in view.series)
+             else "No step detection: no release has two samples or more.")
+    out += ["", ("Where the two passes disagree:" if dis else agree),
+            *dis, "", _simulation(view), "", f"Finer builds for a bisect into a changed step: {rec.finer_builds}.", "",
+            "| release | leg | status | compat id | torch | transformers | why not measured |",
+            "|---|---|---|---|---|---|---|"]
+    for r in rec.releases:
+        reason = r.reason.strip().splitlines()[0].strip().replace("|", "\\|") if r.reason else ""
+        out.append(f"| {r.version} | {r.leg}{' (derived)' if r.derived else ''} | {r.status} | "
+                   f"{r.compat_id or '—'} | "
+                   f"{r.stack.get('torch', '—')} | {r.stack.get('transformers', '—')} | {reason} |")
+    return "\n".join(out) + "\n"
+
+
+def history_figures(st: Study) -> list:
+    from harness.publish.figures import history_lines
+
+    view = history_section(st)
+    if view is None:
+        return []
+    figs = []
+    for s in view.series:
+        frame = pd.DataFrame([{"leg": p.leg, "label": p.label, "value": p.value, "low": p.low, "high": p.high}
+                              for p in s.points])
+        metric = workloads.metric_of(s.kind)
+        figs.append(history_lines(frame, title=f"{s.model}, {s.workload}", unit=metric.unit,
+                                  change_points=s.change_points, levels=s.levels))
+    return figs
