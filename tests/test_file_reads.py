@@ -88,6 +88,7 @@ READS: dict[tuple[str, str], str] = {
     ("experiments/serve_crosscheck.py", "_start_reason"): _MEASURING + " (the server's run.log)",
     ("experiments/serve_crosscheck.py", "_manifest_vllm"): _MEASURING + " (the manifest its worker wrote)",
     ("experiments/window.py", "read_declared"): "a leg interpreter's reply on stdout",
+    ("experiments/history.py", "memory_available_gib"): "/proc/meminfo: the host's free memory, which decides whether every release's engine fits at once",
     ("experiments/client_overhead.py", "_connection"): "an HTTP request body (the trivial endpoint)",
     ("experiments/client_overhead.py", "_endpoint_cpu_s"): "the trivial endpoint's HTTP reply",
     ("experiments/crosscheck.py", "_adopt_legacy"): "the first line of the study's crosscheck.md view",
