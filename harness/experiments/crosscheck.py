@@ -25,7 +25,7 @@ from pathlib import Path
 
 from harness import workloads
 from harness.core import paths
-from harness.experiments import Ran
+from harness.experiments import Ran, crosscheck_work
 from harness.experiments.crosscheck_tokenization import TokenizationCost, tokenization_cost, tokenization_md
 
 from harness.schema import checks
@@ -78,21 +78,23 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
     suffix = "" if prefix_caching else NO_PREFIX_CACHE_SUFFIX
     pairs: list[PlannedRun] = []
     harness_side: dict[tuple[str, str], RunSpec] = {}
-    not_text: set[str] = set()
+    not_compared: set[str] = set()
     for p in planned:
         if not workloads.traits_of(p.spec.workload.kind).vllm_throughput_bench or p.spec.arm.name != "default":
             continue
-        if p.spec.workload.modality != "text":
-            # vLLM's side runs its text `random` dataset: against image, video or audio prompts it would
-            # time other work and still print a ratio (and `random-mm` without --dataset-path silently
-            # falls back to that text dataset too: docs/defects.md). Not cross-checked until both sides
-            # can be shown to do the same work.
-            not_text.add(f"{p.spec.workload.name} ({p.spec.workload.modality})")
+        modality = p.spec.workload.modality
+        try:
+            # The flags vLLM's side will run (its modality's dataset at the workload's sizes); a
+            # modality it cannot do is named, not timed: a ratio over other work would mean nothing.
+            dataset = workloads.vllm_dataset_args(modality, p.spec.workload.work, ".")
+        except workloads.NotComparable as e:
+            not_compared.add(f"{p.spec.workload.name} ({e})")
             continue
         ours = p.spec if prefix_caching else dataclasses.replace(
             p.spec, arm=_arm(p.spec, "harness" + suffix, "the harness, prefix caching off", extra))
+        name = dataset[dataset.index("--dataset-name") + 1]
         twin = dataclasses.replace(p.spec, worker=VLLM_BENCH, arm=_arm(
-            p.spec, VLLM_ARM + suffix, "vLLM's own benchmarks/throughput.py, random dataset", extra))
+            p.spec, VLLM_ARM + suffix, f"vLLM's own benchmarks/throughput.py, {name} dataset", extra))
         # vLLM's benchmark is a script of its own, one engine each: both sides run one engine per run,
         # whatever the scenario says, so the two timed regions stand on equal engines.
         ours, twin = dataclasses.replace(ours, engine="per-run"), dataclasses.replace(twin, engine="per-run")
@@ -103,12 +105,12 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
             run_dir = paths.inside(study_dir / "runs", *spec.run_id.split("/"))
             pairs.append(PlannedRun(index=len(pairs) + 1, spec=spec, run_dir=run_dir,
                                     reuse=_reusable_at(run_dir, spec, args) if args.resume else None))
-    if not_text:
-        print(f"crosscheck: not cross-checked: {', '.join(sorted(not_text))}: vLLM's side runs its text-only "
-              "random dataset, which would time other work", file=sys.stderr)
+    if not_compared:
+        print(f"crosscheck: not cross-checked: {'; '.join(sorted(not_compared))}", file=sys.stderr)
     if not pairs:
-        why = (f" (its non-text workloads cannot be: {', '.join(sorted(not_text))})" if not_text else "")
-        raise UserError(f"{args.scenario}: no text throughput workload with a default arm to cross-check{why}")
+        why = (f" (not comparable: {'; '.join(sorted(not_compared))})" if not_compared else "")
+        raise UserError(f"{args.scenario}: no throughput workload with a default arm that vLLM's benchmark can "
+                        f"do{why}")
     if args.prime:
         def key(s: RunSpec) -> tuple[str, str]:
             return s.leg_env.leg.name, s.model.name
@@ -378,12 +380,19 @@ def summarize(records: list[record.RunRecord], unmeasured: Sequence[str] = (), s
         # enough of them; Welch over the two sides' repeats is kept beside it (and decides otherwise).
         paired = paired_ratio([v for _, v in pairs], [h for h, _ in pairs]) if len(pairs) >= PAIRED_MIN else None
         rt = paired or welch
+        check = crosscheck_work.work_check(ours, theirs)
+        refused = crosscheck_work.refusal(check)
         share = [r.timing.timed_share for r in ours if r.timing.timed_share]
         rows.append({
             "leg": leg, "model": model, "workload": wl,
+            "modality": next((r.workload_spec.get("modality") for r in ours + theirs
+                              if isinstance(r.workload_spec, dict) and r.workload_spec.get("modality")), "text"),
+            "work_check": check, "transport": crosscheck_work.transport(theirs),
             "harness_tok_s": [r.metrics.total_tok_s for r in ours],
             "vllm_tok_s": [r.metrics.total_tok_s for r in theirs],
-            "ratio": rt.value, "ci_low": rt.low, "ci_high": rt.high, "verdict": rt.verdict,
+            # Other work on the two sides: no ratio at all, the refusal in its place.
+            "ratio": None if refused else rt.value, "ci_low": None if refused else rt.low,
+            "ci_high": None if refused else rt.high, "verdict": refused or rt.verdict,
             "method": "paired" if paired else "welch", "n_pairs": len(pairs),
             "welch": {"ratio": welch.value, "ci_low": welch.low, "ci_high": welch.high, "verdict": welch.verdict},
             "spread_harness": welch.spread_new, "spread_vllm": welch.spread_old,
@@ -392,7 +401,7 @@ def summarize(records: list[record.RunRecord], unmeasured: Sequence[str] = (), s
             "failed": [f"{r.arm} r{r.repeat}: {r.failure.reason}" for arm, rs in by_arm.items() for r in rs
                        if r.status != "ok" and r.failure and not prime.is_prime(arm)],
             "unmeasured": [u for u in unmeasured if u.split("/")[1:4] == [leg, _safe(model), wl]],
-            "pair_ratios": [h / v for h, v in pairs],
+            "pair_ratios": [] if refused else [h / v for h, v in pairs],
             "cold_runs": _cold(study_dir, ours, theirs),
         })
     return CrosscheckRecord(rows=rows).model_dump(exclude_none=False)
@@ -456,10 +465,13 @@ def crosscheck_md(summary: dict, band: float | None = None) -> str:
         ci = interval_text(r)
         med = lambda xs: st.median(xs) if xs else None  # noqa: E731
         spreads = f"{_fmt(r['spread_harness'], '{:.1%}')} / {_fmt(r['spread_vllm'], '{:.1%}')}"
+        shown = ("refused: other work" if str(r.get("verdict") or "").startswith("refused")
+                 else f"{_fmt(r['ratio'], '{:.3f}')}{ci}")
         lines.append(f"| {r['leg']} | `{r['model']}` | {r['workload']} | {_fmt(med(r['harness_tok_s']))} | "
-                     f"{_fmt(med(r['vllm_tok_s']))} | {_fmt(r['ratio'], '{:.3f}')}{ci} | {spreads} | "
+                     f"{_fmt(med(r['vllm_tok_s']))} | {shown} | {spreads} | "
                      f"{_fmt(med(r['timed_share_harness']), '{:.1%}')} |"
                      + (f" {band_verdict(r, band)} |" if band is not None else ""))
+    lines += crosscheck_work.note_md(summary["rows"])
     pairs = [f"{r['leg']} `{r['model']}` {r['workload']}: " + ", ".join(f"{x:.3f}" for x in r["pair_ratios"])
              for r in summary["rows"] if len(r.get("pair_ratios") or []) > 1]
     if pairs:

@@ -14,6 +14,11 @@ Format history (schema_version):
       runs (side and repeat) whose engine compiled from an empty cache, as vLLM's log says. Versions
       1-2 read as method "welch" (their interval was Welch's) with `welch` copied from the row and
       no cold runs named.
+  4 - rows gain `modality` (the workload's input modality; image and video are cross-checked
+      against vLLM's random-mm dataset), `work_check` (each side's own prompt and output tokens per
+      request and whether they match; a row whose sides did other work carries no ratio, its verdict
+      says "refused: ..."), and `transport` (vLLM's side's decoding of its data-URL inputs, measured
+      apart, as a share of its timed region). Versions 1-3 read as text rows, their work not checked.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.schema import record
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 KIND = "crosscheck"
 
 
@@ -51,6 +56,9 @@ class CrosscheckRow(BaseModel):
     n_pairs: int = 0
     welch: dict[str, Any] = Field(default_factory=dict)  # ratio, ci_low, ci_high, verdict by Welch's rule
     cold_runs: list[str] = Field(default_factory=list)
+    modality: str = "text"
+    work_check: dict[str, Any] = Field(default_factory=dict)  # crosscheck_work.work_check
+    transport: dict[str, Any] = Field(default_factory=dict)   # crosscheck_work.transport
 
 
 class CrosscheckRecord(BaseModel):
@@ -78,7 +86,17 @@ def _update_to_3(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 3, "rows": rows}
 
 
-MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3}
+def _update_to_4(old: dict, path: Path) -> dict:
+    """Version 3 -> 4: every row was a text workload (only those were cross-checked), its work not
+    checked, no transport."""
+    rows = old.get("rows")
+    if isinstance(rows, list):
+        rows = [{**r, "modality": "text", "work_check": {}, "transport": {}} if isinstance(r, dict) else r
+                for r in rows]
+    return {**old, "schema_version": 4, "rows": rows}
+
+
+MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4}
 
 
 def read(path: Path) -> CrosscheckRecord:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from harness.workloads.base import Metric, Traits
+from harness.workloads.base import Metric, NotComparable, Traits
 
 KINDS: dict[str, str] = {
     "throughput": "harness.workloads.throughput",
@@ -67,6 +67,9 @@ def traits_of(name: str) -> Traits:
     return traits if isinstance(traits, Traits) else Traits()
 
 
+__all__ = ["Metric", "NotComparable", "Traits"]
+
+
 def metric_fields() -> tuple[str, ...]:
     """Every registered kind's record metrics fields (Metric.fields), in registry order, once each."""
     return tuple(dict.fromkeys(f for name in KINDS for f in metric_of(name).fields()))
@@ -75,3 +78,15 @@ def metric_fields() -> tuple[str, ...]:
 def known(name: object) -> bool:
     """Whether `name` is a registered kind (a frame's kind column holds None or NaN where unknown)."""
     return isinstance(name, str) and name in KINDS
+
+
+def vllm_dataset_args(modality_name: str, work: dict, path: str) -> list[str]:
+    """The dataset flags of vLLM's `bench throughput` that make it do `work`'s work (the crosscheck's
+    vLLM side): the modality module's `vllm_dataset(work, path)`, `path` an existing file or folder
+    for datasets that insist on one. NotComparable with the reason where the modality has none."""
+    mod = modality(modality_name)
+    how = getattr(mod, "vllm_dataset", None)
+    if how is None:
+        raise NotComparable(f"the {modality_name} modality names no dataset of vLLM's throughput benchmark that "
+                            "does its work")
+    return list(how(work, path))

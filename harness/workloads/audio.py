@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.workloads import limits, mm
+from harness.workloads.base import NotComparable
 
 NAME = "audio"
 SUPPORTED = True
@@ -51,3 +52,12 @@ def build(n: int, seed: int, work: dict[str, Any], ctx: dict[str, Any]) -> list[
 
 def describe(prompts: list[dict[str, Any]], ctx: dict[str, Any]) -> dict[str, Any]:
     return mm.describe(NAME, prompts, ctx, "clips")
+
+
+def vllm_dataset(work: dict[str, Any], path: str) -> list[str]:
+    """Refused: vLLM's throughput benchmark has no synthetic audio (random-mm draws images and videos
+    only); its audio datasets (custom_audio from 0.27, the ASR sets) read recorded clips from files,
+    each with a text prompt of its own, which is other work than these seeded clips under a decoder
+    prompt of `input_len` tokens."""
+    raise NotComparable("audio: vLLM's throughput benchmark has no synthetic audio dataset (random-mm draws "
+                        "images and videos only) and its file-based audio datasets use prompts of their own")

@@ -109,3 +109,7 @@ class Timed:
 
 def sha256_json(obj: object) -> str:
     return hashlib.sha256(json.dumps(obj).encode()).hexdigest()
+
+
+class NotComparable(ValueError):
+    """vLLM's own throughput benchmark cannot be made to do a workload's work: the one-line reason."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.workloads import limits, mm
+from harness.workloads.base import NotComparable
 
 NAME = "image"
 SUPPORTED = True
@@ -45,3 +46,11 @@ def build(n: int, seed: int, work: dict[str, Any], ctx: dict[str, Any]) -> list[
 
 def describe(prompts: list[dict[str, Any]], ctx: dict[str, Any]) -> dict[str, Any]:
     return mm.describe(NAME, prompts, ctx, "images")
+
+
+def vllm_dataset(work: dict[str, Any], path: str) -> list[str]:
+    """vLLM's `random-mm` with the workload's image size, count and lengths (mm.random_mm_args)."""
+    try:
+        return mm.random_mm_args(work, path, NAME, work["images_per_prompt"], 1)
+    except ValueError as e:
+        raise NotComparable(str(e)) from None

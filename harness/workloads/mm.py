@@ -437,3 +437,25 @@ def describe(modality: str, prompts: list[dict[str, Any]], ctx: dict[str, Any], 
     # The record's work keeps the counts every modality has at its top level, the rest under `inputs`.
     top = ("prompt_tokens", "prompts_sha256")
     return {k: out[k] for k in top} | {"inputs": {k: v for k, v in out.items() if k not in top}}
+
+
+# --- vLLM's own benchmark doing the same work (the crosscheck's vLLM side) --------------------------
+
+def random_mm_args(work: dict[str, Any], path: str, modality: str, per_prompt: int, frames: int) -> list[str]:
+    """vLLM's `random-mm` dataset drawing `per_prompt` synthetic items of the workload's size (a
+    bucket (height, width, frames): one frame is an image, more a video) on a text part of
+    `input_len` tokens, through its chat backend (the one that puts the items in the prompt and counts
+    their placeholder tokens), exactly `per_prompt` items per request.
+
+    `--dataset-path` is set although random-mm never reads it: without one, vLLM 0.24.0 to 0.32.0
+    silently run the text-only `random` dataset instead (docs/defects.md)."""
+    if work.get("source"):
+        raise ValueError(f"{modality}s from a folder ({work['source']}): vLLM's random-mm draws synthetic "
+                         f"{modality}s of its own, not these")
+    limit = {"image": per_prompt if modality == "image" else 0, "video": per_prompt if modality == "video" else 0}
+    bucket = f"{{({work['height']}, {work['width']}, {frames}): 1.0}}"
+    return ["--backend", "vllm-chat", "--dataset-name", "random-mm", "--dataset-path", path,
+            "--random-input-len", str(work["input_len"]), "--random-output-len", str(work["output_len"]),
+            "--random-range-ratio", "0.0",
+            "--random-mm-base-items-per-request", str(per_prompt), "--random-mm-num-mm-items-range-ratio", "0.0",
+            "--random-mm-limit-mm-per-prompt", json.dumps(limit), "--random-mm-bucket-config", bucket]

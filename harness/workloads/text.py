@@ -30,3 +30,10 @@ def build(n: int, seed: int, work: dict[str, Any], ctx: dict[str, Any]) -> list[
 def describe(prompts: list[dict[str, Any]], ctx: dict[str, Any]) -> dict[str, Any]:
     ids = [p["prompt_token_ids"] for p in prompts]
     return {"prompts_sha256": sha256_json(ids), "prompt_tokens": sum(len(x) for x in ids)}
+
+
+def vllm_dataset(work: dict[str, Any], path: str) -> list[str]:
+    """vLLM's `random` dataset at the workload's lengths, every prompt exactly `input_len` long. Its
+    prompts are its own random ids: the same amount of work, not the same prompts."""
+    return ["--dataset-name", "random", "--random-input-len", str(work["input_len"]),
+            "--random-output-len", str(work["output_len"]), "--random-range-ratio", "0.0"]

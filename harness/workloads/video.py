@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.workloads import limits, mm
+from harness.workloads.base import NotComparable
 
 NAME = "video"
 SUPPORTED = True
@@ -50,3 +51,11 @@ def build(n: int, seed: int, work: dict[str, Any], ctx: dict[str, Any]) -> list[
 
 def describe(prompts: list[dict[str, Any]], ctx: dict[str, Any]) -> dict[str, Any]:
     return mm.describe(NAME, prompts, ctx, "videos")
+
+
+def vllm_dataset(work: dict[str, Any], path: str) -> list[str]:
+    """vLLM's `random-mm` with the workload's video size, frames, count and lengths (mm.random_mm_args)."""
+    try:
+        return mm.random_mm_args(work, path, NAME, work["videos_per_prompt"], work["num_frames"])
+    except ValueError as e:
+        raise NotComparable(str(e)) from None

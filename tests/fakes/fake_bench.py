@@ -6,6 +6,8 @@ Behaviour is chosen by the spec's engine_args (they come from the scenario, as i
   fake_fail:    raise inside a child process, then exit 1 (a crash in an engine subprocess)
   fake_child:   start a grandchild that sleeps forever (must die with the process group)
   fake_tok_s:   the throughput to report
+  fake_vllm_prompt_tokens: prompt tokens per request that vLLM's side (a run of the crosscheck's
+                vllm-bench arm) reports, as vLLM's text-only fallback would: other work than asked
 """
 
 from __future__ import annotations
@@ -47,8 +49,11 @@ def main(spec_path: str) -> int:
     ev("timed_end", seconds=timed)
     n, out = wl["num_prompts"], wl["num_prompts"] * wl["output_len"]
     tok_s = float(args.get("fake_tok_s", 1000.0))
+    per_prompt = wl["input_len"]
+    if args.get("fake_vllm_prompt_tokens") and "/vllm-bench" in spec["run_dir"]:
+        per_prompt = int(args["fake_vllm_prompt_tokens"])
     result = {"metrics": {"throughput_tok_s": tok_s, "total_tok_s": tok_s},
-              "work": {"num_seqs": n, "output_tokens": out, "prompt_tokens": n * wl["input_len"], "seed": wl["seed"]},
+              "work": {"num_seqs": n, "output_tokens": out, "prompt_tokens": n * per_prompt, "seed": wl["seed"]},
               "timing": {"timed_s": timed, "engine_init_s": 0.0}}
     (run_dir / "worker.json").write_text(json.dumps(result))
     ev("teardown_end")
