@@ -14,6 +14,9 @@
 #   PREV      a study under results/ whose records travel too (for --resume), default none
 #   DROP      files or folders (relative to each site folder) left out of the stream
 #   DRIVER    only for re-running a lease packed before drive.sh: its own script in leases/
+#   KEEP_STREAM=1  keep .gpu/e/p?? when they were cut from the same site folders (their stamps), in
+#             the same order, with the same DROP: what .gpu/e/STREAM says (skips minutes of zstd on
+#             a host that may be measuring)
 # Into .gpu/e/ (ignored by git):
 #   c0/   the first call's carry: repo.tgz (HEAD, depth 1, with its .git so each record names the commit;
 #         without results/), R-prev.tgz (PREV's records), PLAN, SITES, BUDGET, zstd (the machine has
@@ -227,8 +230,15 @@ for v in $VERSIONS; do
   echo "site-$v: $(echo "$files" | wc -l) wheels, $(du -sm "$G/site/site-$v" | cut -f1) MiB installed"
 done
 
-# shellcheck disable=SC2086
-stream "$G/site" "$E" "${part}M" $VERSIONS
+want="$VERSIONS|$DROP|${part}M|$(for v in $VERSIONS; do cat "$G/site/site-$v.stamp"; done | tr '\n' ' ')"
+if [ "${KEEP_STREAM:-}" = 1 ] && [ "$(cat "$E/STREAM" 2> /dev/null)" = "$want" ] && [ -s "$E/SHA256SUMS" ]; then
+  echo "stream: kept (.gpu/e/STREAM matches)"
+else
+  rm -f "$E/STREAM"
+  # shellcheck disable=SC2086
+  stream "$G/site" "$E" "${part}M" $VERSIONS
+  echo "$want" > "$E/STREAM"
+fi
 cp "$E/SHA256SUMS" "$E/c0/"
 rm -f "$E/c0/PLAN" "$E/c0/SITES" "$E/c0/BUDGET" "$E/c0/DRIVER"
 if [ -n "$PLAN" ]; then
