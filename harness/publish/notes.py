@@ -62,7 +62,7 @@ from harness.schema.base import Frozen
 
 NOTE_SCHEMA = 1
 Section = Literal["answer", "coverage", "headline", "failures", "supporting", "diagnostics", "stack",
-                  "limitations", "defects"]
+                  "limitations", "defects", "about"]
 QUOTED_MARK = "†"
 
 
