@@ -66,7 +66,8 @@ def about_md(st: Study) -> str:
     """"About this dataset": what the report folder holds, then the study's notes for it (for a
     transcribed study, what the source itself shipped)."""
     notes = notes_md(st, "about")
-    return align_tables(_overview.about_md(st) + ("\n" + notes if notes.strip() else ""))
+    return align_tables(_overview.about_md(st) + "\n" + _overview.workloads_md(st)
+                        + ("\n" + notes if notes.strip() else ""))
 
 
 title_md, intro_md = _overview.title_md, _aligned(_overview.intro_md)
