@@ -50,8 +50,10 @@ def class_note(st: Study) -> str | None:
 
 def claims_note(st: Study) -> str:
     held = sum(c.holds for c in st.claims)
-    return (f"_Each sentence above is a claim checked against the data at render time ({held} of "
-            f"{len(st.claims)} checks hold; `harness.publish.report.findings`): when the data stops supporting a "
+    return (f"_Each sentence above is a claim checked against the data at render time (of the "
+            f"{w.n(len(st.claims), 'claim')} checked for this study, {held} {w.v(held, 'holds', 'hold')} and "
+            f"{len(st.claims) - held} {w.v(len(st.claims) - held, 'does', 'do')} not; the list is under \"Claims "
+            f"checked\"; `harness.publish.report.findings`): when the data stops supporting a "
             f"claim, its sentence says what the data shows instead, or, for a claim listed as strict, the render "
             f"fails._")
 
