@@ -24,8 +24,8 @@ PRETTY_MAX = 60
 
 
 def short_name(title: str, limit: int = PRETTY_MAX) -> str:
-    """A title short enough to be a name: itself if it fits, else its head before the first ": ", " — ", " (" or
-    ", " that fits, else its words up to the limit with an ellipsis."""
+    """A title short enough to be a name: itself if it fits, else its head before the first ": ", " — ",
+    " (" or ", " that fits, else its words up to the limit with an ellipsis."""
     title = " ".join(title.split())
     if len(title) <= limit:
         return title
