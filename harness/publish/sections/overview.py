@@ -229,8 +229,8 @@ def workloads_md(st: Study) -> str:
     t = workloads_table(st)
     if not len(t):
         return ("### Workloads\n\nThe records keep no workload specification (prompts, lengths, batch, media), "
-                + ("as the source's tables do not print one; the study's own words on its workloads are in its "
-                   "notes.\n" if st.transcribed else "so this page cannot say what each workload sent.\n"))
+                + ("as the source's tables do not print one: the workloads are known here by their names only.\n"
+                   if st.transcribed else "so this page cannot say what each workload sent.\n"))
     cols = [c for c in t.columns if c in ("workload", "kind", "modality") or (t[c] != "—").any()]
     return ("### Workloads\n\nWhat each workload sends, from the specification its runs recorded (`workload_spec` in "
             "each `results.json`): prompts per timed pass, input and output length in tokens, requests per timed "
