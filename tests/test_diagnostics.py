@@ -277,8 +277,8 @@ def test_conclusion_when_two_single_changes_both_flip_everything(tmp_path):
     c = falsification.single_variable_conclusion(falsification.falsification_matrix(load(_matrix_study(tmp_path / "s", outcomes, specs)),
                                                              series="f"))
     assert c.flips_every == ("x", "y") and c.flips_some == ("z",)
-    assert "does not single out one change" in c.text and "`x` (--enforce-eager)" in c.text
-    assert "`y` (K=1)" in c.text and "`z` (pin p==1)" in c.text
+    assert "does not single out one change" in c.text and "`x` (`--enforce-eager`)" in c.text
+    assert "`y` (`K=1`)" in c.text and "`z` (pin `p==1`)" in c.text
 
 
 def test_a_row_missing_a_model_cannot_flip_every_outcome(tmp_path):

@@ -97,6 +97,7 @@ READS: dict[tuple[str, str], str] = {
     # publish: the report's sources and outputs.
     ("publish/render.py", "parse_qmd"): "index.qmd's YAML header and cell options",
     ("publish/render.py", "_render_kernel"): "index.qmd",
+    ("publish/page_source.py", "page_source"): "index.qmd, whose text cells it runs in-process",
     ("publish/render.py", "_quarto_project"): "the Quarto project file",
     ("publish/render.py", "_render_quarto"): "Quarto's output",
     ("publish/notes.py", "read_note"): "a study's authored note (notes/*.md) and its front matter",

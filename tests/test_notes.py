@@ -101,7 +101,7 @@ def test_shipped_notes_resolve_and_type_no_number(study: str) -> None:
         labels = [lg.label for lg in st.canon.study.legs]
         assert _bare_numbers(note.body, labels) == [], f"{note.path}: typed numbers"
         for section in ("answer", "headline", "coverage", "failures", "supporting", "diagnostics", "stack",
-                        "limitations", "defects"):
+                        "limitations", "defects", "about"):
             notes_md(st, section)
 
 

@@ -488,12 +488,15 @@ def test_one_leg_tables_say_nothing_about_ratios():
 
 
 def test_a_bisect_shows_only_in_the_reports_of_its_own_model():
-    """results/bisect holds a tiny-llama bisect between the two CPU legs: the cpu-tiny report lists
-    it, the multimodal study on the same legs (no tiny-llama) does not; window records (a property of
-    the leg's stack) show in both."""
+    """results/bisect holds a tiny-llama bisect of the cpu-tiny scenario between the two CPU legs: the
+    cpu-tiny report lists it; the multimodal study on the same legs (no tiny-llama) and the serving
+    study (same legs and model, another scenario) do not; window records (a leg's, naming no study)
+    show on no study's page."""
     from harness.publish.sections.diagnostics import side_records_md
 
     tiny = side_records_md(load_study(paths.RESULTS / "cpu-tiny-serial"))
     mm = side_records_md(load_study(paths.RESULTS / "cpu-tiny-mm"))
+    serve = side_records_md(load_study(paths.RESULTS / "cpu-serve"))
     assert "Bisect: cpu-tiny / tiny-llama / mixed" in tiny
-    assert "Bisect:" not in mm and "Dependency window" in mm
+    assert "Bisect:" not in mm and "Bisect:" not in serve
+    assert not any("Dependency window" in t for t in (tiny, mm, serve))

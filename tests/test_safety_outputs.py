@@ -314,3 +314,13 @@ def test_publish_into_a_new_folder_end_to_end(world):
     marker = json.loads((world / "bundle" / FOLDER_MARKER).read_text())
     assert marker["verb"] == "publish" and marker["kind"] == "harness-output"
     assert (world / "bundle" / "REPORT.md").is_file()
+
+
+def test_exported_files_are_readable_by_others_not_owner_only(tmp_path):
+    """The export writes through mkstemp (0600); what it leaves is 0644, as every other output."""
+    from harness.analyze.export import export
+    from harness.publish.study import load_study
+
+    st = load_study(paths.RESULTS / "cpu-tiny")
+    for p in export(st.canon, tmp_path / "export"):
+        assert p.stat().st_mode & 0o777 == 0o644, p.name

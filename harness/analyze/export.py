@@ -112,6 +112,8 @@ def export(canon: Canonical, out_dir: Path) -> list[Path]:
         os.close(fd)
         try:
             write(Path(tmp))
+            # mkstemp makes the file owner-only (0600); an export is for readers, as every other output.
+            os.chmod(tmp, 0o644)
             os.replace(tmp, out_dir / name)
         finally:
             Path(tmp).unlink(missing_ok=True)

@@ -375,7 +375,8 @@ def attributions_by_model(ds: Dataset, *, series: str | None = None) -> pd.DataF
     `default`, some workload of the model has no passing run on that leg, or its passing runs were
     measured under a pin. Evidence, strongest first: failed runs of that leg and model in any series
     whose signature's fix is the pin the passing runs carry; otherwise the pin alone, matched to the
-    signature whose fix pins that distribution (evidence "pin"); otherwise the failed runs' most
+    signature whose fix pins that distribution, or, where several do, the one whose fix names that
+    very pin (evidence "pin"); otherwise the failed runs' most
     frequent known signature; otherwise "unknown".
     """
     df = ds.records
@@ -398,6 +399,11 @@ def attributions_by_model(ds: Dataset, *, series: str | None = None) -> pd.DataF
         pin_dists = {_pin_dist(p) for p in pins}
         sig_id, evidence = UNKNOWN, "no failed run recorded"
         fixed_by_pin = [s for s in CATALOGUE if s.fix_distribution and s.fix_distribution in pin_dists]
+        # Several signatures can be fixed by pinning one distribution (transformers has three); the one
+        # whose fix names the very pin the passing runs carry is the one they support.
+        exact = [s for s in fixed_by_pin if any(f"`{p}`" in s.fix for p in pins)]
+        if len(fixed_by_pin) > 1 and len(exact) == 1:
+            fixed_by_pin = exact
         with_runs = [s for s in fixed_by_pin if (known["failure_signature"] == s.id).any()]
         if not missing and with_runs:
             sig_id, evidence = with_runs[0].id, "failed runs; passes under the fix's pin"

@@ -70,11 +70,16 @@ def quoting() -> dict[str, ModuleType]:
     return {m.NAME: m for m in all_experiments() if m.quote is not None}
 
 
-def side_sections(study_dir: Path, legs: Sequence[str], models: Sequence[str]) -> list[str]:
+def side_sections(study_dir: Path, legs: Sequence[str], models: Sequence[str], *,
+                  study: str | None = None) -> list[str]:
     """Each record of the study's legs and models that the report shows beside its tables, as text,
-    experiment by experiment in registry order."""
+    experiment by experiment in registry order. With `study` (the study's name), only the records that
+    belong to it: an experiment's optional `belongs(record, study)` says which (a bisect run for another
+    study's scenario on the same legs is that study's, not this one's)."""
     out = []
     for m in all_experiments():
         if m.SIDE_SECTION:
-            out += [m.summary_md(m.summary(rec)) for rec in m.study_records(study_dir, set(legs), set(models))]
+            belongs = getattr(m, "belongs", None)
+            out += [m.summary_md(m.summary(rec)) for rec in m.study_records(study_dir, set(legs), set(models))
+                    if study is None or belongs is None or belongs(rec, study)]
     return out

@@ -427,6 +427,11 @@ def study_records(study_dir: Path, legs: set[str], models: set[str]) -> list[Bis
             if {r.inputs.good, r.inputs.bad} <= legs and r.inputs.model in models]
 
 
+def belongs(rec: BisectRecord, study: str) -> bool:
+    """A bisect belongs to the study whose scenario it measured (its records name the same study)."""
+    return rec.inputs.scenario == study
+
+
 def quote(records: Sequence[BisectRecord], a: dict[str, str]) -> str:
     """`{{ bisect: version=V, stat=median|ratio|n|spread [, model=M, workload=W] }}`: one step's number,
     narrowed by model= and workload= where given; two records with the step and neither given is a

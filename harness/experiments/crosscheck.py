@@ -482,7 +482,8 @@ def crosscheck_md(summary: dict, band: float | None = None) -> str:
              + f", {w.get('verdict')}" for r in summary["rows"] if r.get("method") == "paired" and (w := r.get("welch"))]
     lines += ["", "The interval: " + (
         "where a row has three pairs or more, the paired rule (a t-interval of the geometric mean of the pair "
-        "ratios, n − 1 degrees of freedom, at 0.9 α: what the two runs of a repeat shared, such as the host "
+        "ratios, n − 1 degrees of freedom, tested at 90% of the significance level α (a t-test on a few pairs "
+        "runs slightly over its level, so the paired rule is a little stricter; docs/statistics.md): what the two runs of a repeat shared, such as the host "
         "running fast or slow that minute, cancels inside each pair; docs/statistics.md); otherwise Welch's rule over the two sides' "
         "repeats, as between legs." if any(r.get("method") == "paired" for r in summary["rows"])
         else "Welch's rule over the two sides' repeats, as between legs (fewer than three pairs in every row).")]

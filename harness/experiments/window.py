@@ -449,6 +449,12 @@ def study_records(study_dir: Path, legs: set[str], models: set[str]) -> list[Win
     return [r for r in (read_records(folder) if folder.is_dir() else []) if r.leg in legs]
 
 
+def belongs(rec: WindowRecord, study: str) -> bool:
+    """A window probes a leg's stack, not a study's runs: its record names no study, so no study page
+    shows it as its own (`harness search window` and results/window/ hold it)."""
+    return False
+
+
 def summary_md(summary: Summary) -> str:
     """The record as a report section: declared range, one row per tested release, the window, flags."""
     rec = summary.record

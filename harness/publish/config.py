@@ -7,7 +7,8 @@ the block gets the generic claims only, no model classes and no notebook list.
 
 Format history (the block rides in study.yaml, whose own version carries it):
   1 - strict_claims, claims, model_classes {rules, plain, overrides}, notebooks; citation {date, source,
-      publisher} added later, optional (a block without it reads as before).
+      publisher} added later, optional (a block without it reads as before); citation {author, url}
+      added later still, optional.
 Migration: a later version of the block is upgraded by study.yaml's migration steps.
 """
 
@@ -54,11 +55,14 @@ class ModelClasses(Frozen):
 
 
 class CitationConfig(Frozen):
-    """What the records cannot say for the citation block: the source's date, name and publisher."""
+    """What the records cannot say for the citation block: the source's date, name, publisher, author and
+    address."""
 
     date: str | None = None
     source: str | None = None
     publisher: str | None = None
+    author: str | None = None     # who made the data (a transcribed study: the source's authors)
+    url: str | None = None        # where the data, or the source it was transcribed from, is published
 
 
 class ReportConfig(Frozen):

@@ -33,7 +33,8 @@ Any computed kind takes `series=S` (another series of the study) and `study=NAME
 under results/, e.g. the H200 companion), both optional.
 
 Format history of the front matter:
-  1 - title, section, provenance (study | analysis), source, order.
+  1 - title, section, provenance (study | analysis), source, order; section `about` (shown under "About
+      this dataset") added later, a widening: every earlier note reads as before.
 Migration: a later version adds `schema_version`; a note without it is version 1.
 """
 
@@ -62,7 +63,7 @@ from harness.schema.base import Frozen
 
 NOTE_SCHEMA = 1
 Section = Literal["answer", "coverage", "headline", "failures", "supporting", "diagnostics", "stack",
-                  "limitations", "defects"]
+                  "limitations", "defects", "about"]
 QUOTED_MARK = "†"
 
 

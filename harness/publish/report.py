@@ -62,7 +62,15 @@ def answer_md(st: Study) -> str:
 
 
 
-title_md, intro_md, about_md = _overview.title_md, _aligned(_overview.intro_md), _aligned(_overview.about_md)
+def about_md(st: Study) -> str:
+    """"About this dataset": what the report folder holds, then the study's notes for it (for a
+    transcribed study, what the source itself shipped)."""
+    notes = notes_md(st, "about")
+    return align_tables(_overview.about_md(st) + "\n" + _overview.workloads_md(st)
+                        + ("\n" + notes if notes.strip() else ""))
+
+
+title_md, intro_md = _overview.title_md, _aligned(_overview.intro_md)
 coverage_md, failures_md = _aligned(_data.coverage_md), _aligned(_data.failures_md)
 throughput_md, latency_md = _aligned(_data.throughput_md), _aligned(_data.latency_md)
 crosscheck_section_md = _aligned(_diag.crosscheck_section_md)

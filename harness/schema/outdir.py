@@ -273,6 +273,8 @@ def output_file(dest: Path | str, *, verb: str, replace: bool = False, default: 
     tmp = Path(name)
     try:
         yield tmp
+        if tmp.exists():
+            os.chmod(tmp, 0o644)   # mkstemp's owner-only mode is for the scratch name, not the output
         if _marker_above(p.parent) is None or sidecar(p).exists():
             output_marker.write(sidecar(p), output_marker.new(verb, target="file", file=p.name, sha256=_sha256(tmp)))
         os.replace(tmp, p)

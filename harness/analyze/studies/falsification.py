@@ -3,6 +3,7 @@ status, and which single change flips every outcome of the baseline row."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,19 @@ def _changes(spec: dict[str, Any], base: dict[str, Any]) -> list[str]:
     pa, pb = set(spec.get("pins", []) or []), set(base.get("pins", []) or [])
     out += [f"pin {p}" for p in sorted(pa - pb)] + [f"unpin {p}" for p in sorted(pb - pa)]
     return out
+
+
+def _change_md(change: str) -> str:
+    """An arm's change as text for markdown: each flag, variable and pin in code markup, so that a
+    typesetter does not turn a flag's `--` into a dash."""
+    out = []
+    for part in change.split("; ") if change else []:
+        head, sep, tail = part.partition(" (baseline ")
+        m = re.fullmatch(r"(pin |unpin |without )?(\S+(?: \S+)?)", head)
+        if m and (m.group(1) or head.startswith("--") or re.match(r"\w+=", head)):
+            head = f"{m.group(1) or ''}`{m.group(2)}`"
+        out.append(head + (f"{sep}`{tail[:-1]}`)" if sep else ""))
+    return "; ".join(out)
 
 
 def _what_ran(rec: RunRecord) -> dict[str, Any]:
@@ -182,7 +196,7 @@ def single_variable_conclusion(matrix: FalsificationMatrix) -> FalsificationConc
     parts = []
 
     def named(rows: list[str]) -> str:
-        return ", ".join(f"`{r}` ({matrix.rows.at[r, 'change'] or 'no change'})" for r in rows)
+        return ", ".join(f"`{r}` ({_change_md(matrix.rows.at[r, 'change']) or 'no change'})" for r in rows)
 
     if len(every) == 1:
         r = every[0]
@@ -191,7 +205,7 @@ def single_variable_conclusion(matrix: FalsificationMatrix) -> FalsificationConc
         parts.append(f"Only `{r}` flips every outcome: {n} of {n} model(s) {base_state} under the baseline "
                      f"`{matrix.baseline}` and {row_state} under `{r}`, which changes "
                      f"{'one thing' if single else str(matrix.rows.at[r, 'n_changes']) + ' things'}: "
-                     f"{matrix.rows.at[r, 'change']}.")
+                     f"{_change_md(matrix.rows.at[r, 'change'])}.")
     elif every:
         parts.append(f"{len(every)} arms each flip every outcome: {named(every)}; the matrix does not single out "
                      "one change.")

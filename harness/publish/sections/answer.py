@@ -40,6 +40,7 @@ class Cell:
     verdict: str                   # ratio()'s verdict string ("missing" for a missing side)
     side: str                      # "above" | "below" | "within" the flat band, or "missing"
     printed: float | None = None   # the ratio the source printed (transcribed studies)
+    recomputed: float | None = None  # where `ratio` is the printed one: the ratio of the rounded figures
     printed_disagrees: bool = False
     note: str = ""                 # missing side's root cause, pins, rounding
     answers: str = ""              # the step's output-equivalence verdict for the model (harness.analyze.equivalence)
@@ -118,6 +119,11 @@ def answer(st: Study) -> Answer:
                         p = rounding.Printed(value=pv, low=low, high=high)
                         pr, dis = pv, p.disagrees
                 value = float(rt.value) if rt.value is not None else None
+                recomputed = None
+                if pr is not None and value is not None:
+                    # A transcribed study's answer quotes the ratio the source printed, from its unrounded
+                    # figures: the ratio of the rounded figures is shown beside it, never in its place.
+                    value, recomputed = pr, value
                 side = band_side(value, band) if value is not None else "missing"
                 if interval == "95% Welch-t":
                     # With repeats the interval decides: a ratio outside the band whose interval contains
@@ -128,7 +134,7 @@ def answer(st: Study) -> Answer:
                     notes.append("rounding alone could make it 1.00x")
                 out.append(Cell(model=model, workload=workload, kind=kind, step=step, ratio=value, low=low,
                                 high=high, interval=interval, verdict=str(rt.verdict), side=side, printed=pr,
-                                printed_disagrees=dis, note="; ".join(notes), answers=answers.get((model, step), "")))
+                                recomputed=recomputed, printed_disagrees=dis, note="; ".join(notes), answers=answers.get((model, step), "")))
     # The answer is one table of many tests: its verdicts are decided together (false discovery rate at
     # alpha, significance.decide_table), as every table's are; each cell keeps its own interval.
     for (i, rt), v in zip(tests, decide_table([rt.test for _, rt in tests], alpha=study_alpha(canon))):
@@ -209,8 +215,9 @@ def _summary(st: Study, cells: list[Cell], shown: list[Cell]) -> list[str]:
         lines.append(text)
     single = all(c.interval != "95% Welch-t" for c in cells if c.ratio is not None)
     if st.transcribed:
-        lines.append("The figures are transcribed, not measured: a single printed figure per side, so the interval "
-                     "shown is the one the printed rounding allows, not a confidence interval.")
+        lines.append("The figures are transcribed, not measured: each ratio is the one the source printed, from "
+                     "its unrounded figures, and the interval beside it is the range the rounding of the two printed "
+                     "figures allows, not a confidence interval (a single printed figure per side).")
     elif single:
         lines.append("Every ratio is a single pass per side: the verdict is \"single pass\", and a ratio within the "
                      "band reads \"undecided\", never \"no difference\".")
@@ -235,10 +242,13 @@ def answer_table(ans: Answer) -> pd.DataFrame:
     for c in ans.shown:
         verdict = c.verdict + (" (rounding interval)" if c.interval == "rounding" else "")
         note = c.note
-        if c.printed is not None and (c.printed_disagrees or c.ratio is None or f"{c.printed:.2f}" != f"{c.ratio:.2f}"):
-            # Shown where it differs from the recomputed ratio: the source computed it from unrounded figures.
-            note = "; ".join(x for x in (f"source printed {c.printed:.2f}x"
-                                         + (" ⚠ outside what rounding allows" if c.printed_disagrees else ""), note) if x)
+        if c.printed is not None and (c.printed_disagrees or c.recomputed is None
+                                      or f"{c.printed:.2f}" != f"{c.recomputed:.2f}"):
+            # The ratio column is the printed ratio; where the rounded figures give another, say so.
+            again = f"{c.recomputed:.2f}x" if c.recomputed is not None else "—"
+            note = "; ".join(x for x in (f"printed ratio; {again} recomputed from the rounded figures"
+                                         + (" ⚠ printed ratio outside what rounding allows" if c.printed_disagrees
+                                            else ""), note) if x)
         answer = c.answers or "—"
         if c.answers == DIFFERENT and (c.verdict == "faster" or c.side == "above"):
             answer = "⚠ faster, but " + c.answers   # the speed may come from computing something else

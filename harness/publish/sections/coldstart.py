@@ -32,6 +32,10 @@ def coldstart_md(st: Study) -> str:
                else "faster on a cold engine, beyond chance" if p is not None and p < 0.05
                else "no difference established")
     out = ["### Cold engines: the first engine of a leg and model on a machine", "",
+           "An engine is *cold* when it compiles its graphs and kernels from an empty cache (the first engine of a "
+           "leg and model on a machine), *warm* when it loads what an earlier engine left; compiling costs start-up time, "
+           "and below each cold run's figure is set against its cell's warm runs.",
+           "",
            f"vLLM's log says whether an engine compiled its graphs or loaded them from the cache a previous engine "
            f"left on the machine. Of the {sm.runs} runs whose log says, {sm.cold_runs} were timed on an engine that "
            f"compiled. Where a cell has runs of both kinds, the cold runs' median speed against the warm runs' median "

@@ -123,12 +123,22 @@ def kind_table(st: Study, kind: str) -> tables.Table:
     return tables.Table(name=t.name, title=t.title, data=data, display=disp, notes=tuple(notes))
 
 
+def _kind_md(st: Study, kind: str) -> str:
+    """The kind's table, or, where the study has no run of the kind, one sentence (an empty table prints
+    as a header row alone)."""
+    t = kind_table(st, kind)
+    if not len(t.display):
+        return (f"This study measures no {kind} workload; its figures are in the sections for the workloads it "
+                "does measure.\n")
+    return t.markdown(heading=False)
+
+
 def throughput_md(st: Study) -> str:
-    return kind_table(st, "throughput").markdown(heading=False)
+    return _kind_md(st, "throughput")
 
 
 def latency_md(st: Study) -> str:
-    return kind_table(st, "latency").markdown(heading=False)
+    return _kind_md(st, "latency")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -51,12 +51,13 @@ def crosscheck_section_md(st: Study) -> str:
 
 def side_records_md(st: Study) -> str:
     """The side-experiments' records of this study that the report shows beside its tables
-    (harness.experiments.side_sections: bisects of its legs and models, windows of its legs)."""
+    (harness.experiments.side_sections: bisects of its own scenario on its legs and models); another
+    study's records on the same legs are that study's diagnostics, not this one's."""
     from harness.experiments import side_sections
 
     legs = [n for n, _ in _legs(st.canon)]
     models = list(st.canon.cells["model"]) if len(st.canon.cells) else []
     try:
-        return "\n".join(side_sections(st.root, legs, models))
+        return "\n".join(side_sections(st.root, legs, models, study=st.canon.study.name))
     except UserError as e:
         return f"_A bisect or window record could not be read: {e}_\n"

@@ -50,10 +50,28 @@ def class_note(st: Study) -> str | None:
 
 def claims_note(st: Study) -> str:
     held = sum(c.holds for c in st.claims)
-    return (f"_Each sentence above is a claim checked against the data at render time ({held} of "
-            f"{len(st.claims)} checks hold; `harness.publish.report.findings`): when the data stops supporting a "
+    return (f"_Each sentence above is a claim checked against the data at render time (of the "
+            f"{w.n(len(st.claims), 'claim')} checked for this study, {held} {w.v(held, 'holds', 'hold')} and "
+            f"{len(st.claims) - held} {w.v(len(st.claims) - held, 'does', 'do')} not; the list is under \"Claims "
+            f"checked\"; `harness.publish.report.findings`): when the data stops supporting a "
             f"claim, its sentence says what the data shows instead, or, for a claim listed as strict, the render "
             f"fails._")
+
+
+def _step_counts(st: Study, step: str) -> str:
+    """A step no claim speaks to (no throughput rows, say a serving study): what the answer's cells of
+    the step show, so the bullet is never empty."""
+    from harness.publish.sections.answer import answer
+
+    cs = [c for c in answer(st).cells if c.step == step]
+    if not cs:
+        return "No cell is measured on both legs."
+    by = {k: sum(c.side == k for c in cs) for k in ("above", "below", "within", "missing")}
+    kinds = sorted({c.kind for c in cs})
+    return (f"No headline claim applies to this step's workloads ({', '.join(kinds)}); of its "
+            f"{w.n(len(cs), '(model, workload) cell')}, {by['above']} faster, {by['below']} slower, {by['within']} "
+            f"within {st.params.band:.0%} of 1.00x or undecided" + (f", {by['missing']} missing a side" if by["missing"]
+                                                                    else "") + " (see \"The answer\").")
 
 
 def headline(st: Study) -> Headline:
@@ -82,7 +100,8 @@ def headline(st: Study) -> Headline:
         elif win is not None:
             parts.append(win.sentence)
         parts.append(_flat_sentence([by[k] for k in (f"flat-{c.lower()}@{pid}" for c in plain) if k in by]))
-        lines.append(f"**{a} → {b}.** " + " ".join(p for p in parts if p))
+        text = " ".join(p for p in parts if p)
+        lines.append(f"**{a} → {b}.** " + (text or _step_counts(st, f"{a} → {b}")))
     prog = [by[k].sentence for k in ("not-monotonic", "regression-repeated", "newest-lowest") if k in by]
     if not by["not-monotonic"].holds:
         prog = [by["not-monotonic"].sentence] + ([by["newest-lowest"].sentence] if "newest-lowest" in by else [])

@@ -34,6 +34,10 @@ class Citation:
     date: str
     source: str
     publisher: str
+    author: str        # who made the data, as a reader should read it
+    bib_author: str | None   # the same as a BibTeX name, where there is one to give
+    url: str           # an address, or the study folder's path in this repository
+    licence: str
 
 
 def data_version(st: Study) -> str:
@@ -51,7 +55,9 @@ def citation(st: Study) -> Citation:
     s = st.canon.study
     cfg = st.config.citation
     runs = st.canon.runs
-    dates = sorted(str(d)[:10] for d in runs.get("finished_at", []) if isinstance(d, str) and d) if len(runs) else []
+    # The data's date is its last run's: when it finished, or, for records that keep only the start, started.
+    col = "finished_at" if "finished_at" in runs else "started_at"
+    dates = sorted(str(d)[:10] for d in runs.get(col, []) if isinstance(d, str) and d) if len(runs) else []
     date = (cfg.date if cfg and cfg.date else None) or (dates[-1] if dates else "not recorded")
     if st.transcribed:
         docs = sorted({str(d) for d in st.ds.records["source_document"].dropna()}) or ["a published document"]
@@ -59,25 +65,37 @@ def citation(st: Study) -> Citation:
     else:
         source = (cfg.source if cfg and cfg.source else None) or f"measured by vllm-harness {__version__}, records " \
                                                                  f"under {rel(st.root)}/runs/"
+    publisher = cfg.publisher if cfg and cfg.publisher else "vllm-harness"
+    if st.transcribed:
+        bib = cfg.author if cfg and cfg.author else None
+        author = bib or "the source study's authors (its report names none)"
+        licence = "the source's (the figures are a third party's, transcribed)"
+    else:
+        bib = (cfg.author if cfg and cfg.author else None) or f"{{{publisher}}}"   # braced: an organisation
+        author = (cfg.author if cfg and cfg.author else None) or f"{publisher} (measured with the harness)"
+        licence = str(s.extra.get("license", "apache-2.0"))
+    url = (cfg.url if cfg and cfg.url else None) or f"{rel(st.root)}/ in the vllm-harness repository"
     return Citation(key=f"vllm-harness-{s.name}", title=s.title or s.name,
                     version=f"{__version__}+data.{data_version(st)}", date=date, source=source,
-                    publisher=(cfg.publisher if cfg and cfg.publisher else "vllm-harness"))
+                    publisher=publisher, author=author, bib_author=bib, url=url, licence=licence)
 
 
 def citation_md(st: Study) -> str:
     c = citation(st)
-    year = c.date[:4] if c.date[:4].isdigit() else "n.d."
+    year = c.date[:4] if c.date[:4].isdigit() else None   # no date recorded: no year, rather than "n.d."
     return "\n".join([
         "| field | value |", "|---|---|",
-        f"| title | {c.title} |", f"| version | `{c.version}` |", f"| date | {c.date} |", f"| source | {c.source} |",
+        f"| title | {c.title} |", f"| author | {c.author} |", f"| version | `{c.version}` |",
+        f"| date | {c.date} |", f"| source | {c.source} |", f"| where | {c.url} |", f"| licence | {c.licence} |",
         "",
         "```bibtex",
         f"@misc{{{c.key},",
         f"  title     = {{{{{c.title}}}}},",
+        *([f"  author    = {{{c.bib_author}}},"] if c.bib_author else []),
         f"  version   = {{{c.version}}},",
-        f"  year      = {{{year}}},",
-        f"  date      = {{{c.date}}},",
+        *([f"  year      = {{{year}}},", f"  date      = {{{c.date}}},"] if year else []),
         f"  publisher = {{{c.publisher}}},",
+        f"  howpublished = {{{c.url}}},",
         f"  note      = {{{c.source}}}",
         "}",
         "```",

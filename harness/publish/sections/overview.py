@@ -168,3 +168,71 @@ def about_md(st: Study) -> str:
         "none is typed. If the tables, " + ("`compare/` " if len(_legs(st.canon)) >= 2 else "") +
         "and the records ever disagree, that is a bug.",
     ]) + "\n"
+
+
+# Media parameters of a workload spec, as (keys, how they read): the first key present names the count.
+_MEDIA: tuple[tuple[str, str], ...] = (
+    ("images_per_prompt", "image"), ("videos_per_prompt", "video"), ("clips_per_prompt", "audio clip"),
+)
+
+
+def _media(spec: dict) -> str:
+    parts = []
+    for key, noun in _MEDIA:
+        n = spec.get(key)
+        if n is None:
+            continue
+        what = f"{n} {noun}{'s' if n != 1 else ''} per prompt"
+        if spec.get("source"):
+            what += f", from `{spec['source']}`"
+        elif spec.get("width") and spec.get("height"):
+            what += f", {spec['width']}×{spec['height']} px"
+        if spec.get("num_frames"):
+            what += f", {spec['num_frames']} frames"
+        if spec.get("duration_s") and not spec.get("source"):
+            what += f", {spec['duration_s']:g} s"
+        parts.append(what)
+    return "; ".join(parts) or "—"
+
+
+def workloads_table(st: Study) -> pd.DataFrame:
+    """One row per workload of the main series, from the workload spec its canonical runs recorded
+    (the first run's; a workload's spec is the same across legs by the same-work check)."""
+    from harness import workloads as wl
+
+    runs = st.canon.runs
+    rows: dict[str, dict[str, str]] = {}
+    for d in (runs["run_dir"] if len(runs) and "run_dir" in runs else []):
+        rec = st.canon.dataset.record(str(d))
+        spec = dict(rec.workload_spec or {})
+        if rec.workload in rows or not spec:
+            continue
+        kind = str(spec.get("kind") or rec.workload)
+        server = wl.known(kind) and wl.traits_of(kind).server
+
+        def val(key: str) -> str:
+            v = spec.get(key)
+            return "—" if v is None else f"{v:,}" if isinstance(v, int) else str(v)
+        rows[rec.workload] = {
+            "workload": rec.workload, "kind": kind, "modality": str(spec.get("modality") or "—"),
+            "prompts": "—" if server else val("num_prompts"),
+            "input / output tokens": f"{val('input_len')} / {val('output_len')}",
+            "batch": val("batch_size"), "media": _media(spec),
+            "requests per point": val("num_prompts") if server else "—",
+        }
+    return pd.DataFrame(list(rows.values()))
+
+
+def workloads_md(st: Study) -> str:
+    """"Workloads": what each workload sends, as its runs recorded it; a study whose records keep no
+    workload spec (a transcribed one) says so."""
+    t = workloads_table(st)
+    if not len(t):
+        return ("### Workloads\n\nThe records keep no workload specification (prompts, lengths, batch, media), "
+                + ("as the source's tables do not print one: the workloads are known here by their names only.\n"
+                   if st.transcribed else "so this page cannot say what each workload sent.\n"))
+    cols = [c for c in t.columns if c in ("workload", "kind", "modality") or (t[c] != "—").any()]
+    return ("### Workloads\n\nWhat each workload sends, from the specification its runs recorded (`workload_spec` in "
+            "each `results.json`): prompts per timed pass, input and output length in tokens, requests per timed "
+            "batch, media per prompt and, for a server, requests per load point.\n\n"
+            + markdown_table(t[cols]) + "\n")

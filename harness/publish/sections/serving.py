@@ -20,6 +20,18 @@ class Serving:
     old: str | None
     new: str | None
     price: aserve.Price | None
+    slos: tuple[tuple[float, float], ...] = ()   # the (TTFT, TPOT) ms bounds goodput counted against
+    requests: dict[tuple[str, str, int, float], int] | None = None   # requests per point, median of repeats
+
+
+def _slos(st: Study) -> tuple[tuple[float, float], ...]:
+    out = []
+    runs = st.canon.runs
+    for d in (runs["run_dir"] if len(runs) and "run_dir" in runs else []):
+        rec = st.canon.dataset.record(str(d))
+        if rec.serve is not None:
+            out.append((rec.serve.slo_ttft_ms, rec.serve.slo_tpot_ms))
+    return tuple(sorted(set(out)))
 
 
 def serving(st: Study) -> Serving:
@@ -28,7 +40,10 @@ def serving(st: Study) -> Serving:
     legs = [n for n, _ in _legs(st.canon)]
     old, new = (legs[0], legs[1]) if len(legs) >= 2 else (None, None)
     ratios = aserve.ratios(pts, old, new) if old and new else pd.DataFrame()
-    return Serving(curve=aserve.curve(pts, price), ratios=ratios, old=old, new=new, price=price)
+    requests = ({k: int(v) for k, v in pts.groupby(["model", "leg", "concurrency", "request_rate"])["requests"]
+                 .median().items()} if len(pts) else {})
+    return Serving(curve=aserve.curve(pts, price), ratios=ratios, old=old, new=new, price=price,
+                   slos=_slos(st) if len(pts) else (), requests=requests)
 
 
 def _rate(v: float) -> str:
@@ -46,15 +61,18 @@ def serving_md(st: Study) -> str:
     out = ["## Serving under load\n",
            "Each leg's OpenAI-compatible server, driven by the harness's own streaming client (the same for every "
            "leg). Per load point: medians over repeats; TTFT and TPOT are the point's p50 over its requests; "
-           "tok/s per user is 1000 / median TPOT. Pareto: no other point of the same leg is better on both axes.\n"]
+           "tok/s per user is 1000 / median TPOT. Pareto: no other point of the same leg is better on both axes.\n",
+           _load_md(s)]
     cost = s.price is not None and "usd_per_m_output_tok" in s.curve
     for model, g in s.curve.groupby("model", sort=False):
-        head = ("| leg | c | rate | output tok/s | per device | tok/s per user | TTFT p50 / p99 ms | TPOT p50 / p99 ms "
-                "| goodput req/s | failed | Pareto |" + (f" cost per M output tok ({s.price.unit}) |" if cost else ""))
+        head = ("| leg | c | rate | requests | output tok/s | per device | tok/s per user | TTFT p50 / p99 ms "
+                "| TPOT p50 / p99 ms | goodput req/s | failed | Pareto |"
+                + (" cost per M output tok (USD, illustrative) |" if cost else ""))
         out += [f"### {model}\n", head, "|" + "---|" * (head.count("|") - 1)]
         for _, r in g.iterrows():
+            n = (s.requests or {}).get((model, r["leg"], r["concurrency"], r["request_rate"]))
             row = (f"| {st.canon.study.label(r['leg'])} | {int(r['concurrency'])} | {_rate(r['request_rate'])} "
-                   f"| {_n(r['output_tok_s'])} | {_n(r['tok_s_per_device'])} | {_n(r['tok_s_per_user'])} "
+                   f"| {n if n is not None else '—'} | {_n(r['output_tok_s'])} | {_n(r['tok_s_per_device'])} | {_n(r['tok_s_per_user'])} "
                    f"| {_n(r['ttft_p50_ms'])} / {_n(r['ttft_p99_ms'])} | {_n(r['tpot_p50_ms'], 2)} / {_n(r['tpot_p99_ms'], 2)} "
                    f"| {_n(r['goodput_req_s'], 2)} | {int(r['failed'])} | {'yes' if r['pareto'] else ''} |")
             out.append(row + (f" {_n(r['usd_per_m_output_tok'], 2)} |" if cost else ""))
@@ -70,6 +88,22 @@ def serving_md(st: Study) -> str:
                 out.append(f"| {int(r['concurrency'])} | {_rate(r['request_rate'])} | " + " | ".join(cells) + " |")
             out.append("")
     return "\n".join(out) + "\n"
+
+
+def _load_md(s: Serving) -> str:
+    """What each point's load is, what goodput counts, and what the cost column is priced at."""
+    text = ("Load: `c` is the concurrency (at most that many requests in flight at once), "
+            "`rate` the request rate the client paces to (∞: no pacing, only the concurrency bound), "
+            "`requests` how many requests the point sent (median over repeats).")
+    if s.slos:
+        bounds = "; ".join(f"TTFT ≤ {t:g} ms and TPOT ≤ {p:g} ms" for t, p in s.slos)
+        text += f" Goodput: requests per second that met both service-level objectives, {bounds}."
+    if s.price is not None:
+        per = "per GPU of the run" if s.price.devices(2) == 2 else "per machine"
+        text += (f" Cost: output tokens priced at USD {s.price.per_hour:g} per {s.price.unit} ({per}), an "
+                 "illustrative price that study.yaml states, not a quote and not measured; the cost scales "
+                 "inversely with the measured throughput and says nothing beyond it.")
+    return text + "\n"
 
 
 def serving_figures(st: Study) -> list:
