@@ -326,7 +326,7 @@ def run_search(server: Server, spec: RunSpec, cap: Any, groups: list[list[Any]],
             return failed_point(p, work, server.starts, f"run timed out after {spec.timeout_s:.0f} s"), None
         if not server.alive():
             return failed_point(p, work, server.starts, f"{server.exit_reason()} before the probe"), None
-        emit(server.run_dir, "probe", step=step, phase=phase, axis=cap.axis, value=value)
+        emit(server.run_dir, "probe", step=step, search_phase=phase, axis=cap.axis, value=value)
         point, run = _measure(server, spec, p, groups[step])
         return point, (run.results if point.status == "ok" and run is not None else None)
 
