@@ -66,19 +66,21 @@ def test_capacity_per_leg_ratio_cost_and_page(tmp_path):
     assert old["usd_per_m_output_tok"] == pytest.approx(0.08 / (old["output_tok_s"] * 3600) * 1e6)
     r = v.ratios.iloc[0]["ratio"]
     assert r.value == pytest.approx(legs.loc["cpu-0.32.0", "capacity"] / old["capacity"]) and r.verdict == "faster"
-    md = report.serving_md(st)
-    assert "## Serving capacity at the SLO" in md and "## Serving under load" not in md   # probes are no grid
+    md = report.capacity_md(st)
+    assert "## Serving capacity at the SLO" in md and report.serving_md(st) == ""   # probes are no grid
     assert "source: illustrative, not a quote" in md and "p99 TPOT ≤ 50 ms, good share ≥ 0.99" in md
     assert "order-statistic" in md and "point estimate" in md and "faster" in md
-    figs = report.serving_figures(st)
-    assert len(figs) == 1 and "Latency vs load" in figs[0].texts[0].get_text() + figs[0]._suptitle.get_text()
+    figs = report.capacity_figures(st)
+    assert len(figs) == 1 and "Latency vs load" in figs[0]._suptitle.get_text() and report.serving_figures(st) == []
+    ttft, tpot, goodput = figs[0].axes
+    assert [ln.get_ydata()[0] for ln in tpot.lines if ln.get_color() == "#b2182b"] == [50]   # the SLO drawn
 
 
 def test_equal_capacities_are_equivalent_within_the_margin_and_censored_runs_stay_out(tmp_path):
     d = _study(tmp_path, {"0.27": [3.6, 4.0, 4.4], "0.32": [4.4, 3.6, 4.0]}, margin=0.3)
     st = report.load_study(d)
     v = section.capacity(st)
-    assert v.ratios.iloc[0]["ratio"].verdict == "equivalent" and "within ±30%" in report.serving_md(st)
+    assert v.ratios.iloc[0]["ratio"].verdict == "equivalent" and "within ±30%" in report.capacity_md(st)
     # A search whose every probe passed up to hi is a bound, not a capacity: counted, not averaged in.
     d2 = _study(tmp_path / "b", {"0.27": [4.0, 4.0, 100.0], "0.32": [4.0, 4.0, 4.0]})
     legs = acap.per_leg(acap.searches(report.load_study(d2).canon)).set_index("leg")

@@ -24,7 +24,8 @@ from scipy import stats as sps
 from harness import workloads
 from harness.analyze.canonical import Canonical
 from harness.analyze.serve import Price
-from harness.analyze.stats import Ratio, ratio
+from harness.analyze.stats import ALPHA, Ratio, ratio
+from harness.analyze.tables import table_verdicts
 
 MEASURED = ("found", "max_probes")
 CONFIDENCE = 0.95
@@ -131,9 +132,10 @@ def per_leg(found: pd.DataFrame, price: Price | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def ratios(found: pd.DataFrame, old: str, new: str, *, margin: float | None) -> pd.DataFrame:
+def ratios(found: pd.DataFrame, old: str, new: str, *, margin: float | None, alpha: float = ALPHA) -> pd.DataFrame:
     """Per (model, workload): capacity new / old over the repeats that measured one (above 1.00x the
-    newer leg holds the SLO at a higher load), its interval and verdict by the significance rule."""
+    newer leg holds the SLO at a higher load), its interval and verdict by the significance rule, the
+    study's capacity ratios decided together as every table's cells are (`tables.table_verdicts`)."""
     if found.empty:
         return pd.DataFrame()
     ok = found[found["status"].isin(MEASURED)]
@@ -141,6 +143,7 @@ def ratios(found: pd.DataFrame, old: str, new: str, *, margin: float | None) -> 
     for (model, wl), g in found.groupby(["model", "workload"], sort=False):
         a = ok[(ok["model"] == model) & (ok["workload"] == wl) & (ok["leg"] == old)]["capacity"].dropna().tolist()
         b = ok[(ok["model"] == model) & (ok["workload"] == wl) & (ok["leg"] == new)]["capacity"].dropna().tolist()
-        r: Ratio = ratio(a, b, higher_is_better=True, margin=margin)
+        r: Ratio = ratio(a, b, higher_is_better=True, margin=margin, confidence=1 - alpha)
         rows.append({"model": model, "workload": wl, "ratio": r})
-    return pd.DataFrame(rows)
+    decided = table_verdicts([[row["ratio"] for row in rows]], alpha=alpha)[0]
+    return pd.DataFrame([row | {"ratio": r} for row, r in zip(rows, decided)])

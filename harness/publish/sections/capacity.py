@@ -13,7 +13,7 @@ import pandas as pd
 from harness.analyze import capacity as acap
 from harness.analyze import serve as aserve
 from harness.analyze.fmt import fmt_verdict
-from harness.analyze.tables import _legs, study_margin
+from harness.analyze.tables import _legs, study_alpha, study_margin
 from harness.publish.study import Study
 
 
@@ -37,7 +37,8 @@ def capacity(st: Study) -> CapacityView:
     legs = [n for n, _ in _legs(st.canon)]
     old, new = (legs[0], legs[1]) if len(legs) >= 2 else (None, None)
     margin, source = study_margin(st.canon)
-    ratios = acap.ratios(found, old, new, margin=margin) if old and new and len(found) else pd.DataFrame()
+    ratios = (acap.ratios(found, old, new, margin=margin, alpha=study_alpha(st.canon)) if old and new and len(found)
+              else pd.DataFrame())
     return CapacityView(searches=found, legs=acap.per_leg(found, price), ratios=ratios, probes=acap.probes(st.canon),
                         bounds=acap.slo_bounds(st.canon), old=old, new=new, price=price, margin=margin,
                         margin_source=source)
@@ -53,6 +54,10 @@ def _slo_text(bounds: list[tuple[str, float, float]], declared: dict) -> str:
     if share is not None:
         parts.append(f"good share ≥ {share:g}")
     return ", ".join(parts)
+
+
+def _together(n: int) -> str:
+    return "one capacity ratio in the study" if n == 1 else f"the study's {n} capacity ratios decided together"
 
 
 def capacity_md(st: Study) -> str:
@@ -96,8 +101,9 @@ def capacity_md(st: Study) -> str:
         for _, r in rt.iterrows():
             rr = r["ratio"]
             out.append(f"Capacity ratio {label(v.new)} / {label(v.old)}: {rr.label()} — {fmt_verdict(rr)} "
-                       f"(above 1.00x the newer leg holds the SLO at a higher load; {rr.method}, equivalence "
-                       f"margin ±{v.margin:.0%} from {v.margin_source}).\n")
+                       f"(above 1.00x the newer leg holds the SLO at a higher load; {rr.method}, "
+                       f"{1 - rr.alpha:.0%} interval; equivalence margin ±{v.margin:.0%} from {v.margin_source}; "
+                       f"{_together(len(v.ratios))}).\n")
     return "\n".join(out) + "\n"
 
 

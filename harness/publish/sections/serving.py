@@ -1,8 +1,8 @@
 """The serving section: per model, each leg's throughput-vs-interactivity curve with its Pareto points,
 and the ratio between the study's first two legs at matched load (the project's one significance rule),
 with cost per million output tokens when study.yaml states a price (`price: {per_hour, unit, source}`).
-A study whose serve runs searched for their capacity gets its capacity section after it
-(harness.publish.sections.capacity)."""
+A study whose serve runs searched for their capacity has its own section after it
+(harness.publish.sections.capacity); a search's probes are not load points of this one."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pandas as pd
 
 from harness.analyze import serve as aserve
 from harness.analyze.tables import _legs
-from harness.publish.sections.capacity import capacity_figures, capacity_md
 from harness.publish.study import Study
 
 
@@ -45,7 +44,7 @@ def _n(v: object, digits: int = 1) -> str:
 def serving_md(st: Study) -> str:
     s = serving(st)
     if s.curve.empty:
-        return capacity_md(st)
+        return ""
     out = ["## Serving under load\n",
            "Each leg's OpenAI-compatible server, driven by the harness's own streaming client (the same for every "
            "leg). Per load point: medians over repeats; TTFT and TPOT are the point's p50 over its requests; "
@@ -72,7 +71,7 @@ def serving_md(st: Study) -> str:
                 cells = [f"{r[f'{k}_label']} {r[f'{k}_verdict']}" for k, _ in aserve.RATIO_METRICS]
                 out.append(f"| {int(r['concurrency'])} | {_rate(r['request_rate'])} | " + " | ".join(cells) + " |")
             out.append("")
-    return "\n".join(out) + "\n" + capacity_md(st)
+    return "\n".join(out) + "\n"
 
 
 def serving_figures(st: Study) -> list:
@@ -81,5 +80,4 @@ def serving_figures(st: Study) -> list:
     s = serving(st)
     device = "GPU" if st.canon.runs["device"].astype(str).str.contains("GPU|NVIDIA|B200|H200", regex=True).any() \
         else "CPU host"
-    curves = [serve_curve(s.curve, model=m, device=device) for m in s.curve["model"].unique()] if len(s.curve) else []
-    return curves + capacity_figures(st)
+    return [serve_curve(s.curve, model=m, device=device) for m in s.curve["model"].unique()] if len(s.curve) else []
