@@ -40,7 +40,7 @@ class _FakeLoadServer(BaseHTTPRequestHandler):
         pass
 
     def do_POST(self):
-        cls = type(self)
+        cls = _FakeLoadServer   # the class the tests read and reset, whichever subclass serves
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         with cls.lock:
             cls.served += 1
@@ -253,3 +253,99 @@ def test_image_chat_requests_are_seeded_and_hashed(fake_server):
     sent = _FakeLoadServer.bodies[0]
     assert sent["path"] == "/v1/chat/completions" and sent["messages"] in [r["messages"] for r in reqs]
     assert sent["stream"] is True and sent["ignore_eos"] is True and "prompt" not in sent
+
+
+class _FakeLoadServerHealthy(_FakeLoadServer):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" and not _FakeLoadServer.dead else 404)
+        self.end_headers()
+
+
+class _FakeApiServer:
+    """FAKE of harness.measure.serve.Server for a whole sweep: the fake load server in a thread instead of
+    vLLM's api_server, stating a prompt vocabulary as the real server's worker does."""
+
+    def __init__(self, spec, run_dir: Path, env: dict[str, str]) -> None:
+        self.run_dir, self.starts, self.port, self._srv = run_dir, 0, None, None
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float):
+        from harness.measure.run import emit
+
+        self.stop()
+        self.starts += 1
+        emit(self.run_dir, "prompt_vocab", size=12, source="fake")
+        with (self.run_dir / "run.log").open("a") as log:   # the real server's output goes there
+            log.write("fake api server started\n")
+        self._srv = ThreadingHTTPServer(("127.0.0.1", 0), _FakeLoadServerHealthy)
+        self.port = self._srv.server_address[1]
+        threading.Thread(target=self._srv.serve_forever, daemon=True).start()
+        return None, 0.01
+
+    def alive(self) -> bool:
+        return self._srv is not None and not _FakeLoadServer.dead
+
+    def settle(self, timeout_s: float) -> None:
+        pass
+
+    def exit_reason(self) -> str:
+        return "server exited with code 1"
+
+    def stop(self) -> None:
+        if self._srv is not None:
+            self._srv.shutdown()
+            self._srv.server_close()
+        self._srv = None
+
+
+SWEEP = """
+name: t
+legs: [cpu-0.32.0]
+repeats: 1
+models:
+  - {name: m, path: tiny}
+workloads:
+  - name: cap
+    kind: serve
+    modality: MODALITY
+    input_len: 4
+    output_len: 4
+    num_prompts: 8
+    warmup_requests: 0
+    seed: 0
+    capacity:
+      axis: concurrency
+      slo: {tpot_ms: {p: 99, max: 22}, goodput_share_min: 0.9}
+      search: {lo: 1, hi: 16, max_probes: 8}
+"""
+
+
+@pytest.mark.parametrize("modality", ["text", "image"])
+def test_a_sweep_records_the_search_and_a_dying_server_fails_the_run(tmp_path, fake_sweep, monkeypatch, modality):
+    from harness.measure.sweep import SweepArgs, sweep
+    from tests.conftest import write_scenario
+
+    _FakeLoadServer.inflight, _FakeLoadServer.served, _FakeLoadServer.dead = 0, 0, False
+    _FakeLoadServer.die_after, _FakeLoadServer.bodies = None, []
+    monkeypatch.setattr(srv, "Server", _FakeApiServer)
+    path = write_scenario(tmp_path, SWEEP.replace("MODALITY", modality))
+    (rec,) = sweep(SweepArgs(scenario=str(path), results=tmp_path / "ok")).records
+    cap = rec.serve.capacity
+    assert rec.status == "ok" and cap.status == "found" and abs(cap.capacity - 4) <= 1
+    assert len(rec.serve.points) == len(cap.probes) and cap.declared["axis"] == "concurrency"
+    assert rec.serve.slo_tpot_ms == 22            # the search's own bound judges each point's goodput
+    if modality == "image":
+        # Every probe's images are built before the first (max_probes groups): the same set on every leg,
+        # however far each leg's search goes.
+        assert rec.serve.inputs.images == 8 * 8 and len(rec.serve.inputs.images_sha256) == 64
+        assert {b["path"] for b in _FakeLoadServer.bodies} == {"/v1/chat/completions"}
+    else:
+        assert rec.serve.inputs is None and {b["path"] for b in _FakeLoadServer.bodies} == {"/v1/completions"}
+    # The same search again on a server that dies inside its third probe: a failed run, probes kept.
+    _FakeLoadServer.served, _FakeLoadServer.die_after = 0, 8 + 8 + 3
+    (bad,) = sweep(SweepArgs(scenario=str(path), results=tmp_path / "dies")).records
+    assert bad.status == "failed" and bad.serve.capacity.status == "failed" and len(bad.serve.points) == 3
+    assert bad.failure.reason.startswith("capacity search: probe 2 (concurrency 4) could not be measured")

@@ -10,8 +10,8 @@ predicate of the load, so the search brackets, then bisects:
   stop    - `found` when the bracket is that narrow; `below_lo` when `lo` itself fails; `at_least_hi`
             when `hi` passes; `max_probes` when the budget ends first (the capacity is then the highest
             pass, the bracket wider than asked); `failed` when a probe could not be measured (the server
-            died, or stopped answering): a load that kills the server is no measurement of the SLO, and
-            the run says so rather than guess.
+            died, or no request of it completed): a load that kills the server, or a server that answers
+            nothing, is no measurement of the SLO, and the run says so rather than guess.
 The capacity is the highest value that passed; the record keeps every probe as a serve point.
 
 Each probe is judged on its own requests: per bound, the p-th percentile of that latency (numpy's

@@ -96,7 +96,8 @@ class CapacitySearch(Frozen):
 class ServeInputs(Frozen):
     """What a multimodal serve workload sent besides text: identical on every leg, by these hashes."""
     modality: str
-    images: int = 0                    # distinct images over every point and the warm-up
+    images: int = 0                    # distinct images built for every point (a search's max_probes
+                                       # groups, however many it probed) and the warm-up
     images_sha256: str | None = None   # sha256 over the PNG files' own sha256s, in order
     image_bytes: int = 0
     encoding: str = ""                 # how the images travel (e.g. PNG as a base64 data URL)
