@@ -211,7 +211,7 @@ BAD = [
     ("ttft_ms: {p: 99, max: 500}", "ttft: {p: 99, max: 500}", "capacity.slo.ttft: unknown key"),
     ("goodput_share_min: 0.99", "goodput_share_min: 1.5", "capacity.slo.goodput_share_min: 1.5 should be in (0, 1]"),
     ("axis: request_rate", "axis: tokens", "capacity.axis: 'tokens' is not one of request_rate, concurrency"),
-    ("lo: 0.25, hi: 32", "lo: 4, hi: 2", "capacity.search.hi: 2 should be greater than lo (4)"),
+    ("lo: 1, hi: 64", "lo: 4, hi: 2", "capacity.search.hi: 2 should be greater than lo (4)"),
     ("pass_rule: point", "pass_rule: strict", "capacity.pass_rule: 'strict' is not one of point, upper"),
 ]
 

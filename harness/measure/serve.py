@@ -32,11 +32,12 @@ from harness.measure import loadgen, serve_inputs
 from harness.measure.run import (RunSpec, _safe, emit, finish, prepare_run_dir, process_group, read_events,
                                  run_environ, worker_spec)
 from harness.schema.record import Failure, RunRecord, now, write
-from harness.schema.serve import PointMetrics, ServeInputs, ServePoint, ServeResult
+from harness.schema.serve import CapacitySearch, PointMetrics, ServeInputs, ServePoint, ServeResult
 from harness.schema.wire import WorkerResult
 from harness.workloads import serve as kind
 from harness.workloads import text
 from harness.workloads.base import sha256_json
+from harness.workloads.capacity import Capacity
 
 SERVER = Path(__file__).resolve().parent / "worker" / "serve_server.py"
 HOST = "127.0.0.1"
@@ -312,8 +313,8 @@ def failed_point(p: kind.Point, work: dict[str, Any], instance: int, reason: str
                       seed=kind.point_seed(work, p.index), status="failed", reason=reason, server_instance=instance)
 
 
-def run_search(server: Server, spec: RunSpec, cap: Any, groups: list[list[Any]], t0: float
-               ) -> tuple[Any, list[ServePoint]]:
+def run_search(server: Server, spec: RunSpec, cap: Capacity, groups: list[list[Any]], t0: float
+               ) -> tuple[CapacitySearch, list[ServePoint]]:
     """The capacity search on this run's server: probe `step` sends prompt group `step`."""
     work = spec.workload.work
 
@@ -339,7 +340,8 @@ def measure_point(server: Server, spec: RunSpec, p: kind.Point, prompts: list[An
     return _measure(server, spec, p, prompts)[0]
 
 
-def _measure(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any]) -> tuple[ServePoint, Any]:
+def _measure(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any]
+             ) -> tuple[ServePoint, loadgen.PointRun | None]:
     work = spec.workload.work
     seed = kind.point_seed(work, p.index)
     emit(server.run_dir, "point_start", index=p.index, concurrency=p.concurrency, request_rate=p.request_rate,
