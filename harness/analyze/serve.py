@@ -28,6 +28,7 @@ _KEYS = ["model", "leg", "concurrency", "request_rate"]
 class Price:
     per_hour: float
     unit: str = "GPU-hour"      # "GPU-hour" is charged per GPU of the run (its tp); anything else per machine
+    source: str = ""            # where the price comes from (a price list, a quote, "illustrative")
 
     def devices(self, tp: int) -> int:
         return tp if self.unit.lower().startswith("gpu") else 1
@@ -40,19 +41,21 @@ def price_of(canon: Canonical) -> Price | None:
     path = canon.dataset.root / "study.yaml"
     if not isinstance(raw, dict) or not isinstance(raw.get("per_hour"), (int, float)) or isinstance(
             raw.get("per_hour"), bool) or raw["per_hour"] <= 0:
-        raise UserError(f"{path}: price: should be {{per_hour: a number > 0, unit: GPU-hour or CPU-hour}}")
-    return Price(per_hour=float(raw["per_hour"]), unit=str(raw.get("unit", "GPU-hour")))
+        raise UserError(f"{path}: price: should be {{per_hour: a number > 0, unit: GPU-hour or CPU-hour, "
+                        "source: where the price comes from}}")
+    return Price(per_hour=float(raw["per_hour"]), unit=str(raw.get("unit", "GPU-hour")), source=str(raw.get("source") or ""))
 
 
 def points(canon: Canonical) -> pd.DataFrame:
-    """One row per measured point of every canonical serve run (failed points left out)."""
+    """One row per measured point of every canonical serve run (failed points left out). A capacity
+    search's probes are not load points of a grid (harness.analyze.capacity reads them)."""
     runs = canon.runs
     runs = runs[[workloads.known(k) and workloads.traits_of(k).server
                  for k in runs["kind"]]] if len(runs) else runs
     rows: list[dict[str, Any]] = []
     for _, r in runs.iterrows():
         rec = canon.dataset.record(str(r["run_dir"]))
-        if rec.serve is None:
+        if rec.serve is None or rec.serve.capacity is not None:
             continue
         for p in rec.serve.points:
             if p.status != "ok" or p.metrics is None:

@@ -207,7 +207,7 @@ def measure_repeat(spec: RunSpec, run_dir: Path, study_dir: Path, *, prefix: Seq
             status, reason = "failed", _start_reason(why, run_dir)
             pairs = [_not_run(p, work, spec.repeat, server.starts, f"server not started: {reason}") for p in points]
         else:
-            groups, warm = prompts_for(work, vocab)
+            groups, warm, _ = prompts_for(work, vocab)
             if warm:  # as a serve run warms its server: outside every timed window
                 loadgen.run_point(server.base, model=served_name(spec), prompts=warm, max_tokens=work["output_len"],
                                   concurrency=min(len(warm), max(work["concurrency"])),
@@ -372,8 +372,12 @@ def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = No
                         f"(workloads here: {', '.join(sorted({p.spec.workload.name for p in planned})) or 'none'})")
     for p in runs:
         if p.spec.workload.work.get("modality", "text") != "text":
-            raise UserError(f"{args.scenario}: workload {p.spec.workload.name!r}: serve sends text token ids; "
-                            f"modality {p.spec.workload.work['modality']!r} is not served")
+            raise UserError(f"{args.scenario}: workload {p.spec.workload.name!r}: the crosscheck compares text "
+                            f"token-id prompts; modality {p.spec.workload.work['modality']!r} is not cross-checked")
+        if p.spec.workload.work.get("capacity") is not None:
+            # vLLM's benchmark measures given load points; a search's probes are chosen as it goes.
+            raise UserError(f"{args.scenario}: workload {p.spec.workload.name!r}: a capacity search is not "
+                            "cross-checked (cross-check a grid of its loads instead)")
     make_server = server_factory or Server
     invocation_id = datetime.now().strftime("%Y%m%dT%H%M%S%f")[:-3] + "-" + uuid.uuid4().hex[:6]
     records: dict[tuple[str, str, str], ServeCrosscheckRecord] = {}

@@ -1,7 +1,8 @@
 """The serving load generator: one small async client, identical for every leg.
 
 It runs in the harness's own environment (never the leg's), streams `/v1/completions` with prompts
-given as token-id lists, and times each request the way vLLM's serve benchmark does
+given as token-id lists (or `/v1/chat/completions` with a prompt given as a chat request, `{"messages":
+[...]}`: the image serve workload), and times each request the way vLLM's serve benchmark does
 (vllm/benchmarks/lib/endpoint_request_func.py), so the two can be compared on one server:
   TTFT  - request sent to the first streamed chunk that carries a choice;
   ITL   - the gaps between consecutive such chunks;
@@ -49,13 +50,28 @@ class RequestResult:
     sent_at: float = 0.0
 
 
-async def one_request(session: Any, url: str, *, model: str, prompt: list[int], max_tokens: int,
+Prompt = list[int] | dict[str, Any]   # token ids for /v1/completions; a chat request for /v1/chat/completions
+CHAT_PATH, COMPLETIONS_PATH = "/v1/chat/completions", "/v1/completions"
+
+
+def endpoint(prompt: Prompt) -> str:
+    return CHAT_PATH if isinstance(prompt, dict) else COMPLETIONS_PATH
+
+
+def payload_of(prompt: Prompt, *, model: str, max_tokens: int) -> dict[str, Any]:
+    # A chat request streams `choices[].delta` chunks; each one carrying a choice is timed as a
+    # completions chunk is (vLLM's chat benchmark does the same), and usage gives the token counts.
+    body: dict[str, Any] = {"messages": prompt["messages"]} if isinstance(prompt, dict) else {"prompt": prompt}
+    return {"model": model, **body, "max_tokens": max_tokens, "temperature": 0.0,
+            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+
+
+async def one_request(session: Any, url: str, *, model: str, prompt: Prompt, max_tokens: int,
                       timeout_s: float) -> RequestResult:
     import aiohttp
 
-    payload = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
-               "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
-    out = RequestResult(prompt_tokens=len(prompt))
+    payload = payload_of(prompt, model=model, max_tokens=max_tokens)
+    out = RequestResult(prompt_tokens=0 if isinstance(prompt, dict) else len(prompt))
     st = time.perf_counter()
     out.sent_at = st
     last = st
@@ -84,6 +100,8 @@ async def one_request(session: Any, url: str, *, model: str, prompt: list[int], 
                     chunks += 1
                 if msg.get("usage"):
                     usage_tokens = msg["usage"].get("completion_tokens")
+                    if isinstance(prompt, dict):   # a chat prompt's tokens are the server's count
+                        out.prompt_tokens = msg["usage"].get("prompt_tokens") or 0
     except (aiohttp.ClientError, asyncio.TimeoutError, json.JSONDecodeError, UnicodeDecodeError, OSError) as e:
         out.error = f"{type(e).__name__}: {e}"[:300] or type(e).__name__
         return out
@@ -116,11 +134,11 @@ class PointRun:
     client_cpu_s: float           # this process's CPU time over the point
 
 
-async def _drive(base_url: str, *, model: str, prompts: Sequence[list[int]], max_tokens: int, concurrency: int,
+async def _drive(base_url: str, *, model: str, prompts: Sequence[Prompt], max_tokens: int, concurrency: int,
                  rate: float | None, seed: int, timeout_s: float) -> tuple[list[RequestResult], float]:
     import aiohttp
 
-    url = base_url.rstrip("/") + "/v1/completions"
+    base = base_url.rstrip("/")
     sem = asyncio.Semaphore(concurrency)
     offsets = arrival_offsets(len(prompts), rate, seed)
     conn = aiohttp.TCPConnector(limit=0, force_close=False)
@@ -132,7 +150,9 @@ async def _drive(base_url: str, *, model: str, prompts: Sequence[list[int]], max
             if delay > 0:
                 await asyncio.sleep(delay)
             async with sem:
-                return await one_request(session, url, model=model, prompt=list(prompts[i]),
+                p = prompts[i]
+                return await one_request(session, base + endpoint(p), model=model,
+                                         prompt=p if isinstance(p, dict) else list(p),
                                          max_tokens=max_tokens, timeout_s=timeout_s)
 
         results = await asyncio.gather(*(one(i) for i in range(len(prompts))))
@@ -147,7 +167,7 @@ def prepare() -> None:
     importlib.import_module("aiohttp")
 
 
-def run_point(base_url: str, *, model: str, prompts: Sequence[list[int]], max_tokens: int, concurrency: int,
+def run_point(base_url: str, *, model: str, prompts: Sequence[Prompt], max_tokens: int, concurrency: int,
               rate: float | None = None, seed: int = 0, timeout_s: float = 300.0) -> PointRun:
     prepare()  # before the CPU clock starts: the first call of a process imports aiohttp here
     cpu0 = time.process_time()

@@ -212,7 +212,9 @@ class Workload(_Strict):
         legacy = getattr(self.plugin, "LEGACY_WORK", {})
         # Left out at their defaults, so records measured before they existed keep their fingerprints.
         unset = {k for k, v in (("min_timed_s", None), ("min_passes", 1)) if getattr(self, k) == v}
-        return legacy | self.model_dump(exclude={"description", "params", *unset}) | self.params
+        optional = getattr(self.plugin, "UNSET_WORK", {})
+        params = {k: v for k, v in self.params.items() if k not in optional or optional[k] != v}
+        return legacy | self.model_dump(exclude={"description", "params", *unset}) | params
 
 
 _WORKLOAD_FIELDS = set(Workload.model_fields) - {"params"}

@@ -9,6 +9,10 @@ harness.measure.loadgen, in this process: one client for every leg.
 A server that never answers /health is a failed run with the cause its log gives. A server that dies
 during a point fails that point (its completed requests are not a measurement of the point); the
 server is started again and the next point goes on. The run is `ok` only when every point measured.
+
+A workload with a `capacity:` block runs harness.measure.capacity's search instead of the grid: each
+probe is a point; a probe that cannot be measured ends the search, and the run is failed with why.
+An image workload sends OpenAI chat requests with the seeded images (harness.measure.serve_inputs).
 """
 
 from __future__ import annotations
@@ -23,14 +27,17 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from harness.measure import loadgen
+from harness.measure import capacity as search
+from harness.measure import loadgen, serve_inputs
 from harness.measure.run import (RunSpec, _safe, emit, finish, prepare_run_dir, process_group, read_events,
                                  run_environ, worker_spec)
 from harness.schema.record import Failure, RunRecord, now, write
-from harness.schema.serve import PointMetrics, ServePoint, ServeResult
+from harness.schema.serve import CapacitySearch, PointMetrics, ServeInputs, ServePoint, ServeResult
 from harness.schema.wire import WorkerResult
 from harness.workloads import serve as kind
 from harness.workloads import text
+from harness.workloads.base import sha256_json
+from harness.workloads.capacity import Capacity
 
 SERVER = Path(__file__).resolve().parent / "worker" / "serve_server.py"
 HOST = "127.0.0.1"
@@ -150,11 +157,38 @@ def recorded_vocab(run_dir: Path) -> int | None:
     return sizes[-1] if sizes and isinstance(sizes[-1], int) else None
 
 
-def prompts_for(work: dict[str, Any], vocab: int) -> tuple[list[list[list[int]]], list[list[int]]]:
-    """Per point its prompts, and the warm-up prompts: seeded token ids, identical on every leg."""
-    def build(n: int, seed: int) -> list[list[int]]:
+SERVED_MODALITIES = ("text", "image")
+
+
+def prompts_for(work: dict[str, Any], vocab: int) -> tuple[list[list[Any]], list[Any], ServeInputs | None]:
+    """Per point its prompts, the warm-up prompts and what an image workload sent: seeded token ids, or
+    seeded chat requests with images, identical on every leg."""
+    if work.get("modality", "text") == "image":
+        images = serve_inputs.ImageSet()
+
+        def chat(n: int, seed: int) -> list[Any]:
+            return serve_inputs.image_requests(work, n, seed, images)
+        groups, warm = kind.prompt_groups(work, chat), kind.warmup_prompts(work, chat)
+        return groups, warm, images.record()
+
+    def build(n: int, seed: int) -> list[Any]:
         return text.token_ids(n, work["input_len"], vocab, seed)
-    return kind.prompt_groups(work, build), kind.warmup_prompts(work, build)
+    return kind.prompt_groups(work, build), kind.warmup_prompts(work, build), None
+
+
+def _slo(work: dict[str, Any]) -> tuple[float, float]:
+    """The per-request bounds a point's goodput is judged on: a capacity search's own, where it declares them."""
+    cap = kind.capacity(work)
+    ttft = cap.bound("ttft_ms") if cap else None
+    tpot = cap.bound("tpot_ms") if cap else None
+    return (ttft.max if ttft else work["slo_ttft_ms"]), (tpot.max if tpot else work["slo_tpot_ms"])
+
+
+def _describe(groups: list[list[Any]]) -> dict[str, Any]:
+    flat = [x for g in groups for x in g]
+    if flat and isinstance(flat[0], dict):   # chat requests: their JSON, images included, is the hash
+        return {"prompts_sha256": sha256_json(flat), "prompt_tokens": None}
+    return text.describe([{"prompt_token_ids": ids} for ids in flat], {}) if flat else {}
 
 
 def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str], allow_dirty: bool,
@@ -171,10 +205,13 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
     points: list[ServePoint] = []
     status, failure_reason, init_s, warm_s = "ok", None, None, 0.0
     plan = kind.points(work)
-    groups: list[list[list[int]]] = []
+    cap = kind.capacity(work)
+    block, inputs = None, None
+    groups: list[list[Any]] = []
     try:
-        if work.get("modality", "text") != "text":
-            raise _Refused(f"serve workloads send text token ids; modality {work['modality']!r} is not served")
+        if work.get("modality", "text") not in SERVED_MODALITIES:
+            raise _Refused(f"serve workloads send text token ids or chat requests with images; modality "
+                           f"{work['modality']!r} is not served")
         why, init_s = server.start(min(work["startup_timeout_s"], spec.timeout_s))
         if why is not None:
             status = "timeout" if "not healthy" in why else "failed"
@@ -184,7 +221,7 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
             if vocab is None:
                 raise _Refused("no model files on disk to draw prompt ids from (serve needs config.json or "
                                "tokenizer.json)")
-            groups, warm = prompts_for(work, vocab)
+            groups, warm, inputs = prompts_for(work, vocab)
             emit(run_dir, "warmup_start", requests=len(warm))
             w0 = time.monotonic()
             if warm:
@@ -193,6 +230,13 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
                                   timeout_s=work["request_timeout_s"])
             warm_s = time.monotonic() - w0
             emit(run_dir, "warmup_end", seconds=warm_s)
+            if cap is not None:
+                block, points = run_search(server, spec, cap, groups, t0)
+                if block.status == "failed":
+                    status, failure_reason = "failed", f"capacity search: {block.stop}"
+                    if points and "timed out" in points[-1].reason:
+                        status = "timeout"
+                plan = []
             for p, prompts in zip(plan, groups):
                 if time.monotonic() - t0 > spec.timeout_s:
                     points.append(failed_point(p, work, server.starts, f"run timed out after {spec.timeout_s:.0f} s"))
@@ -217,7 +261,7 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
     emit(run_dir, "exit", status=status, wall_s=wall)
     measured = [pt.metrics.model_dump() for pt in points if pt.status == "ok" and pt.metrics]
     timed_s = sum(pt.metrics.duration_s for pt in points if pt.metrics)
-    descr = text.describe([{"prompt_token_ids": ids} for g in groups for ids in g], {}) if groups else {}
+    descr = _describe(groups)
     if points:
         WorkerResult(metrics=kind.metrics(measured),
                      work={"num_seqs": sum(pt.metrics.requests for pt in points if pt.metrics),
@@ -227,8 +271,10 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
                      timing={"engine_init_s": init_s, "warmup_s": warm_s, "timed_s": timed_s}).write(run_dir)
     rec = finish(spec, run_dir, status=status, exit_code=None, sig=None, wall=wall, started=started,
                  invocation_id=invocation_id, dirty=dirty, allow_dirty=allow_dirty, runner=runner, attempt=attempt)
-    serve = ServeResult(client=loadgen.client_info(), slo_ttft_ms=work["slo_ttft_ms"], slo_tpot_ms=work["slo_tpot_ms"],
-                        server_starts=server.starts, server_port=server.port, points=points)
+    slo_ttft, slo_tpot = _slo(work)
+    serve = ServeResult(client=loadgen.client_info(), slo_ttft_ms=slo_ttft, slo_tpot_ms=slo_tpot,
+                        server_starts=server.starts, server_port=server.port, points=points, capacity=block,
+                        inputs=inputs)
     update: dict[str, Any] = {"serve": serve}
     if rec.status == "ok" and status != "ok":
         update["status"] = status
@@ -267,7 +313,35 @@ def failed_point(p: kind.Point, work: dict[str, Any], instance: int, reason: str
                       seed=kind.point_seed(work, p.index), status="failed", reason=reason, server_instance=instance)
 
 
-def measure_point(server: Server, spec: RunSpec, p: kind.Point, prompts: list[list[int]]) -> ServePoint:
+def run_search(server: Server, spec: RunSpec, cap: Capacity, groups: list[list[Any]], t0: float
+               ) -> tuple[CapacitySearch, list[ServePoint]]:
+    """The capacity search on this run's server: probe `step` sends prompt group `step`."""
+    work = spec.workload.work
+
+    def probe(step: int, value: float, phase: str) -> tuple[ServePoint, list[loadgen.RequestResult] | None]:
+        if cap.axis == "concurrency":
+            p = kind.Point(index=step, concurrency=int(value), request_rate=None)
+        else:
+            p = kind.Point(index=step, concurrency=cap.search.concurrency or work["num_prompts"], request_rate=value)
+        if time.monotonic() - t0 > spec.timeout_s:
+            return failed_point(p, work, server.starts, f"run timed out after {spec.timeout_s:.0f} s"), None
+        if not server.alive():
+            return failed_point(p, work, server.starts, f"{server.exit_reason()} before the probe"), None
+        emit(server.run_dir, "probe", step=step, search_phase=phase, axis=cap.axis, value=value)
+        point, run = _measure(server, spec, p, groups[step])
+        return point, (run.results if point.status == "ok" and run is not None else None)
+
+    block, points = search.search(cap, work["capacity"], probe)
+    emit(server.run_dir, "capacity", status=block.status, capacity=block.capacity, stop=block.stop)
+    return block, points
+
+
+def measure_point(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any]) -> ServePoint:
+    return _measure(server, spec, p, prompts)[0]
+
+
+def _measure(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any]
+             ) -> tuple[ServePoint, loadgen.PointRun | None]:
     work = spec.workload.work
     seed = kind.point_seed(work, p.index)
     emit(server.run_dir, "point_start", index=p.index, concurrency=p.concurrency, request_rate=p.request_rate,
@@ -275,8 +349,8 @@ def measure_point(server: Server, spec: RunSpec, p: kind.Point, prompts: list[li
     run = loadgen.run_point(server.base, model=served_name(spec), prompts=prompts, max_tokens=work["output_len"],
                             concurrency=p.concurrency, rate=p.request_rate, seed=seed,
                             timeout_s=work["request_timeout_s"])
-    m = PointMetrics.model_validate(loadgen.summarize(run, slo_ttft_ms=work["slo_ttft_ms"],
-                                                      slo_tpot_ms=work["slo_tpot_ms"]))
+    slo_ttft, slo_tpot = _slo(work)
+    m = PointMetrics.model_validate(loadgen.summarize(run, slo_ttft_ms=slo_ttft, slo_tpot_ms=slo_tpot))
     reason = ""
     if m.failed:
         server.settle(SETTLE_S)
@@ -288,4 +362,5 @@ def measure_point(server: Server, spec: RunSpec, p: kind.Point, prompts: list[li
         reason = f"no request completed: {'; '.join(m.errors) or 'no error text'}"
     emit(server.run_dir, "point_end", index=p.index, completed=m.completed, failed=m.failed, reason=reason)
     return ServePoint(index=p.index, concurrency=p.concurrency, request_rate=p.request_rate, seed=seed,
-                      status="failed" if reason else "ok", reason=reason, server_instance=server.starts, metrics=m)
+                      status="failed" if reason else "ok", reason=reason, server_instance=server.starts,
+                      metrics=m), run

@@ -483,3 +483,66 @@ def history_lines(points: pd.DataFrame, *, title: str, unit: str, change_points:
     ax.set_title(title)
     _finish(fig, None, "dashed: a new level starts (step detection); grey: the fitted levels; ×: not measured")
     return fig
+
+
+def latency_vs_load(probes: pd.DataFrame, *, model: str, workload: str,
+                    bounds: Sequence[tuple[str, float, float]] = (), capacities: dict[str, float] | None = None,
+                    labels: dict[str, str] | None = None) -> Figure:
+    """A capacity search's latency-vs-load curve: p50/p90/p99 TTFT and TPOT (ms, log scale) against
+    the offered load, every probe of every repeat (one line per leg and percentile, through the probes
+    in load order), the SLO's bounds as horizontal lines and each leg's capacity as a dotted vertical.
+    `probes`: harness.analyze.capacity.probes columns; `bounds`: (metric, p, max) as declared."""
+    p = probes[(probes["model"] == model) & (probes["workload"] == workload)] if len(probes) else probes
+    title = f"Latency vs load: {model} / {workload}"
+    if p.empty:
+        return _empty(title, "No capacity probe was measured.")
+    axis = str(p["axis"].iloc[0])
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+
+    fig = Figure(figsize=(11.0, 3.8))
+    axes = fig.subplots(1, 3, sharex=True)
+    legs = list(dict.fromkeys(p["leg"]))
+    colours = dict(zip(legs, sns.color_palette("colorblind", len(legs))))
+    styles = {"p50": ":", "p90": "--", "p99": "-"}
+    for ax, metric, name in zip(axes, ("ttft", "tpot"), ("TTFT", "TPOT")):
+        for leg in legs:
+            g = p[p["leg"] == leg].sort_values("value")
+            for q, ls in styles.items():
+                col = f"{metric}_{q}_ms"
+                ok = g[g[col].notna()]
+                ax.plot(ok["value"], ok[col], ls, marker="o", ms=3, color=colours[leg], lw=1,
+                        label=f"{(labels or {}).get(leg, leg)} {q}")
+            if capacities and capacities.get(leg):
+                ax.axvline(capacities[leg], color=colours[leg], ls=":", lw=1)
+        for m, q, mx in bounds:
+            if m == f"{metric}_ms":
+                ax.axhline(mx, color="#b2182b", lw=1.2)
+                ax.annotate(f"SLO p{q:g} ≤ {mx:g} ms", (0.02, mx), xycoords=("axes fraction", "data"), fontsize=7,
+                            color="#b2182b", xytext=(0, 3), textcoords="offset points")
+        ax.set_xscale("log" if axis == "request_rate" else "linear")
+        ax.set_yscale("log")
+        # Plain numbers at 1, 2, 5 per decade: a bound of 50 ms reads as 50, not 5 x 10^1.
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("offered rate (requests/s)" if axis == "request_rate" else "concurrency (requests in flight)")
+        ax.set_ylabel(f"{name} (ms)")
+        ax.set_title(name)
+    ax = axes[2]
+    for leg in legs:
+        g = p[p["leg"] == leg].sort_values("value")
+        ax.plot(g["value"], g["goodput_req_s"], "-o", ms=3, lw=1, color=colours[leg], label=(labels or {}).get(leg, leg))
+        if capacities and capacities.get(leg):
+            ax.axvline(capacities[leg], color=colours[leg], ls=":", lw=1)
+    if axis == "request_rate":
+        lim = [p["value"].min(), p["value"].max()]
+        ax.plot(lim, lim, color="#999999", lw=0.8, ls="--", label="goodput = offered")
+    ax.set_xlabel(axes[0].get_xlabel())
+    ax.set_ylabel("goodput (req/s)")
+    ax.set_title("Goodput")
+    ax.legend(fontsize=6)
+    axes[0].legend(fontsize=6, ncol=2)
+    fig.suptitle(title, fontsize=10)
+    _finish(fig, None, "Every probe of every repeat (p50 dotted, p90 dashed, p99 solid); red: the SLO's bound; "
+            "dotted verticals: each leg's median capacity; goodput counts the requests meeting every bound.")
+    return fig

@@ -27,6 +27,9 @@ SCHEMA_VERSION history (loading branches on the stored version; `migrate` upgrad
 #     the idle partner engine's CPU time, the wait for it to go idle, wake/sleep times); `engine.mode` may
 #     be "paired".
 #     Version-7 records lift unchanged (no paired run before it).
+# 9 - `serve.capacity`: a serve run's capacity search (declaration, probes with each SLO percentile's
+#     order-statistic interval, stopping rule, result); `serve.inputs`: an image serve workload's
+#     image hashes (harness.schema.serve). Version-8 records lift unchanged (neither kept before).
 A record newer than this package is refused: upgrade the harness rather than guess.
 """
 
@@ -47,7 +50,7 @@ from harness.core.errors import UserError
 from harness.schema.base import Frozen, FrozenLenient
 from harness.schema.serve import ServeResult
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 Status = Literal["ok", "failed", "timeout"]
 Provenance = Literal["measured", "transcribed"]
@@ -361,10 +364,16 @@ def _update_to_8(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 8}
 
 
+def _update_to_9(old: dict, path: Path) -> dict:
+    """Version 8 -> 9: `serve.capacity` and `serve.inputs` are new and optional."""
+    return {**old, "schema_version": 9}
+
+
 Migration = Callable[[dict, Path], dict]
 
 MIGRATIONS: dict[int, Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5,
-                                    5: _update_to_6, 6: _update_to_7, 7: _update_to_8}
+                                    5: _update_to_6, 6: _update_to_7, 7: _update_to_8,
+                                    8: _update_to_9}
 
 
 def migrate(data: dict, path: Path) -> dict:

@@ -1,12 +1,15 @@
 """What a serve run keeps in its record (`results.json` → `serve`): the client that drove the load,
 every point it measured, and how many times the server was started.
 
-Format history: new in record schema 5 (harness.schema.record); absent from every other kind's record.
+Format history: new in record schema 6 (harness.schema.record); absent from every other kind's record.
+Record schema 9 adds `capacity` (a capacity search: its declaration, every probe with each SLO
+percentile's order-statistic interval, the stopping rule and the result) and `inputs` (what an image
+serve workload sent: the images' sha256); both optional, absent before.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -52,6 +55,54 @@ class ServePoint(Frozen):
     metrics: PointMetrics | None = None
 
 
+class BoundCheck(Frozen):
+    """One SLO bound on one probe: the percentile over the probe's requests and its interval."""
+    metric: str                        # ttft_ms, tpot_ms or e2el_ms
+    p: float
+    max: float
+    n: int                             # requests the percentile is over
+    value: float | None = None         # the percentile (numpy's linear interpolation, like the point's)
+    low: float | None = None           # order-statistic interval; None: the sample has no order
+    high: float | None = None          #   statistic that far out (too few requests), unbounded
+    ok: bool = False                   # under the search's pass rule
+    decisive: bool = False             # the whole interval lies on one side of the bound
+
+
+class CapacityProbe(Frozen):
+    step: int                          # 0, 1, ... in the order probed
+    phase: Literal["bracket", "bisect"]
+    value: float                       # the request rate (per s) or concurrency probed
+    point: int                         # its point in `serve.points` (by index)
+    passed: bool | None = None         # None: the probe itself failed (the server died, ...)
+    checks: list[BoundCheck] = Field(default_factory=list)
+    good_share: float | None = None    # requests meeting every bound / requests sent
+    why: str = ""                      # a failing probe: which bound; a failed probe: what happened
+
+
+class CapacitySearch(Frozen):
+    axis: Literal["request_rate", "concurrency"]
+    declared: dict[str, Any]           # the workload's `capacity:` block as given
+    method: str                        # the search, in words
+    interval: str                      # the percentile interval, in words
+    pass_rule: Literal["point", "upper"]
+    probes: list[CapacityProbe] = Field(default_factory=list)
+    status: Literal["found", "below_lo", "at_least_hi", "max_probes", "failed"]
+    capacity: float | None = None      # the highest value that passed (None: none did, or failed)
+    bracket_low: float | None = None   # the highest passing and lowest failing values probed
+    bracket_high: float | None = None
+    stop: str = ""                     # why the search stopped
+
+
+class ServeInputs(Frozen):
+    """What a multimodal serve workload sent besides text: identical on every leg, by these hashes."""
+    modality: str
+    images: int = 0                    # distinct images built for every point (a search's max_probes
+                                       # groups, however many it probed) and the warm-up
+    images_sha256: str | None = None   # sha256 over the PNG files' own sha256s, in order
+    image_bytes: int = 0
+    encoding: str = ""                 # how the images travel (e.g. PNG as a base64 data URL)
+
+
 class ServeResult(Frozen):
     client: dict[str, str]             # name and version of the load generator (and its HTTP library)
     slo_ttft_ms: float
@@ -59,3 +110,5 @@ class ServeResult(Frozen):
     server_starts: int = 1
     server_port: int | None = None
     points: list[ServePoint] = Field(default_factory=list)
+    capacity: CapacitySearch | None = None
+    inputs: ServeInputs | None = None

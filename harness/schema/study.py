@@ -7,7 +7,9 @@ Format history (schema_version):
       harness that predates them: `crosscheck_band` (the band harness ÷ vLLM is judged against);
       `margin` (the practical margin δ of "equivalent within ±δ"; absent: the device kind's default)
       and `engine_sd` (a measured bound on one engine instance's own speed, log sd, for the paired
-      design's rule), each with its source in `margin_source` / `engine_sd_source`.
+      design's rule), each with its source in `margin_source` / `engine_sd_source`; `price`
+      ({per_hour, unit, source}: the serving cost's price and where it comes from; kept as an extra key
+      and checked by harness.analyze.serve.price_of, `source` optional).
 """
 
 from __future__ import annotations

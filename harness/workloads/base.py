@@ -5,6 +5,8 @@ A kind module defines:
   (a Traits; a kind that declares none has the defaults),
   LEGACY_WORK (parameters of other kinds that records written before kinds were plugins carried,
   with their defaults, so those records' fingerprints still match under --resume),
+  UNSET_WORK (its own parameters left out of a run's `work` at these values: one added later keeps
+  the fingerprints of runs measured before it),
   prompt_groups(work, build) -> list of prompt groups, each timed as one unit,
   warmup_prompts(work, build) -> the prompts of one warmup iteration,
   metrics(timed) -> the record's metrics dict.

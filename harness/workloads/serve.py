@@ -7,6 +7,10 @@ at `request_rate` per second. Each point's TTFT, TPOT, ITL, end-to-end latency, 
 goodput under the SLO are in the record's `serve.points`; the run's own metric (what the per-kind
 table shows) is the highest output throughput of its points.
 
+With a `capacity:` block (harness.workloads.capacity, docs/capacity.md) the run measures no grid: it
+searches for the highest request rate (or concurrency) at which the declared SLO holds, one *probe*
+per step, and each probe is a point of `serve.points`.
+
 Standard library only, like every kind (the worker side imports the registry).
 """
 
@@ -16,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.workloads import capacity as capacity_spec
 from harness.workloads import limits
 from harness.workloads.base import Metric, Traits
 
@@ -24,6 +29,9 @@ METRIC = Metric(key="output_tok_s", unit="tok/s", higher_is_better=True,
                 title="Serving: peak output throughput over the load points (tok/s, higher is better)",
                 digits=1, thousands=True)
 TRAITS = Traits(server=True)
+# Left out of a run's `work` at these values, so serve runs measured before they existed keep their
+# fingerprints (harness.measure.scenario.Workload.work).
+UNSET_WORK: dict[str, Any] = {"capacity": None}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +46,8 @@ class Params:
     slo_tpot_ms: float = 100.0
     startup_timeout_s: float = 600.0   # the server's /health must answer within this
     request_timeout_s: float = 300.0   # one request, first byte to last
+    # The capacity search instead of the grid above (harness.workloads.capacity); None: the grid.
+    capacity: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.concurrency or any(not c > 0 for c in self.concurrency):
@@ -61,6 +71,8 @@ class Params:
         limits.timeout("request_timeout_s", self.request_timeout_s)
         for name in ("slo_ttft_ms", "slo_tpot_ms"):
             limits.at_most(name, getattr(self, name), limits.MAX_TIMEOUT_S * 1000, "ms (a week)")
+        if self.capacity is not None:
+            capacity_spec.parse(self.capacity)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,7 +101,16 @@ def point_seed(work: dict[str, Any], index: int) -> int:
     return work["seed"] + 1000 * (index + 1)
 
 
+def capacity(work: dict[str, Any]) -> capacity_spec.Capacity | None:
+    raw = work.get("capacity")
+    return None if raw is None else capacity_spec.parse(raw)
+
+
 def prompt_groups(work: dict[str, Any], build: Build) -> list[list[Any]]:
+    """Each point's prompts; a capacity search's probes are its points, at most `max_probes` of them."""
+    cap = capacity(work)
+    if cap is not None:
+        return [build(work["num_prompts"], point_seed(work, i)) for i in range(cap.search.max_probes)]
     return [build(work["num_prompts"], point_seed(work, p.index)) for p in points(work)]
 
 

@@ -1,6 +1,8 @@
 """The serving section: per model, each leg's throughput-vs-interactivity curve with its Pareto points,
 and the ratio between the study's first two legs at matched load (the project's one significance rule),
-with cost per million output tokens when study.yaml states a price (`price: {per_hour, unit}`)."""
+with cost per million output tokens when study.yaml states a price (`price: {per_hour, unit, source}`).
+A study whose serve runs searched for their capacity has its own section after it
+(harness.publish.sections.capacity); a search's probes are not load points of this one."""
 
 from __future__ import annotations
 

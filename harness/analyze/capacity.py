@@ -1,0 +1,149 @@
+"""Capacity at the SLO, from the canonical serve runs that searched for it (docs/capacity.md).
+
+Per run, the search's result (`serve.capacity`: status, capacity, bracket) and its probes' points;
+per (model, workload, leg), the capacity over repeats with its interval; between the study's first two
+legs, the ratio of capacities by the project's one significance rule (harness.analyze.stats.ratio,
+with the study's equivalence margin: "equivalent within ±δ"); and the cost per million output tokens
+at capacity when study.yaml states a price (`price: {per_hour, unit, source}`).
+
+Which runs enter the repeats: a search that stopped `found` or `max_probes` has a capacity (the highest
+passing load: for `max_probes` with a wider bracket than asked, which the table says). `at_least_hi`
+(every load passed up to `hi`) and `below_lo` (the lowest failed) are censored, `failed` has none:
+they are counted and named, never averaged in, since a bound is not a measurement of the value.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from harness import workloads
+from harness.analyze.canonical import Canonical
+from harness.analyze.serve import Price
+from harness.analyze.stats import ALPHA, Ratio, ratio
+from harness.analyze.tables import table_verdicts
+
+MEASURED = ("found", "max_probes")
+CONFIDENCE = 0.95
+_KEYS = ["model", "workload", "leg"]
+
+
+def search_runs(canon: Canonical) -> list[Any]:
+    runs = canon.runs
+    if not len(runs):
+        return []
+    runs = runs[[workloads.known(k) and workloads.traits_of(k).server for k in runs["kind"]]]
+    out = []
+    for _, r in runs.iterrows():
+        rec = canon.dataset.record(str(r["run_dir"]))
+        if rec.serve is not None and rec.serve.capacity is not None:
+            out.append(rec)
+    return out
+
+
+def searches(canon: Canonical) -> pd.DataFrame:
+    """One row per canonical run that searched: its result and, at its capacity, the probe's throughput."""
+    rows = []
+    for rec in search_runs(canon):
+        c = rec.serve.capacity
+        pts = {p.index: p for p in rec.serve.points}
+        at = next((pr for pr in reversed(c.probes) if pr.passed and pr.value == c.capacity), None)
+        m = pts[at.point].metrics if at is not None and at.point in pts else None
+        inputs = rec.serve.inputs
+        rows.append({
+            "model": rec.model, "workload": rec.workload, "leg": rec.leg, "repeat": rec.repeat, "tp": rec.tp,
+            "axis": c.axis, "status": c.status, "capacity": c.capacity, "bracket_low": c.bracket_low,
+            "bracket_high": c.bracket_high, "probes": len(c.probes), "pass_rule": c.pass_rule, "interval": c.interval,
+            "method": c.method, "stop": c.stop,
+            "output_tok_s": m.output_tok_s if m else None, "goodput_req_s": m.goodput_req_s if m else None,
+            "good_share": m.good_share if m else None,
+            "images_sha256": inputs.images_sha256 if inputs else None,
+        })
+    return pd.DataFrame(rows)
+
+
+def probes(canon: Canonical) -> pd.DataFrame:
+    """Every probe of every search with its point's latency percentiles: the latency-vs-load curve."""
+    rows = []
+    for rec in search_runs(canon):
+        c = rec.serve.capacity
+        pts = {p.index: p for p in rec.serve.points}
+        for pr in c.probes:
+            p = pts.get(pr.point)
+            m = p.metrics if p is not None else None
+            row: dict[str, Any] = {"model": rec.model, "workload": rec.workload, "leg": rec.leg,
+                                   "repeat": rec.repeat, "axis": c.axis, "step": pr.step, "value": pr.value,
+                                   "passed": pr.passed, "good_share": pr.good_share}
+            for metric in ("ttft_ms", "tpot_ms"):
+                d = getattr(m, metric) if m else None
+                for q in ("p50", "p90", "p99"):
+                    row[f"{metric.removesuffix('_ms')}_{q}_ms"] = getattr(d, q) if d else None
+            row["goodput_req_s"] = m.goodput_req_s if m else None
+            row["requests_per_s"] = m.requests_per_s if m else None
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def slo_bounds(canon: Canonical) -> dict[tuple[str, str], list[tuple[str, float, float]]]:
+    """Per (model, workload): the declared bounds (metric, p, max), as the records carry them."""
+    out: dict[tuple[str, str], list[tuple[str, float, float]]] = {}
+    for rec in search_runs(canon):
+        slo = (rec.serve.capacity.declared or {}).get("slo") or {}
+        out[(rec.model, rec.workload)] = [(k, float(v["p"]), float(v["max"])) for k, v in slo.items()
+                                          if isinstance(v, dict)]
+    return out
+
+
+def interval(values: list[float], confidence: float = CONFIDENCE) -> tuple[float | None, float | None]:
+    """A leg's capacity interval over its repeats: the t-interval of the log capacities, exponentiated
+    (the same log-normal model the significance rule assumes); none with fewer than two repeats."""
+    a = np.log(np.asarray([v for v in values if v and v > 0], dtype=float))
+    if len(a) < 2:
+        return None, None
+    half = sps.t.ppf(0.5 + confidence / 2, len(a) - 1) * a.std(ddof=1) / math.sqrt(len(a))
+    return float(math.exp(a.mean() - half)), float(math.exp(a.mean() + half))
+
+
+def per_leg(found: pd.DataFrame, price: Price | None = None) -> pd.DataFrame:
+    """Per (model, workload, leg): the median capacity over the repeats that measured one, its interval,
+    the repeats by status, and the cost per million output tokens at capacity (median throughput there)."""
+    if found.empty:
+        return found
+    rows = []
+    for (model, wl, leg), g in found.groupby(_KEYS, sort=False):
+        ok = g[g["status"].isin(MEASURED)]
+        caps = ok["capacity"].dropna().tolist()
+        low, high = interval(caps)
+        tok_s = ok["output_tok_s"].dropna()
+        row = {"model": model, "workload": wl, "leg": leg, "axis": g["axis"].iloc[0],
+               "capacity": float(np.median(caps)) if caps else None, "low": low, "high": high,
+               "repeats": len(caps), "statuses": ", ".join(f"{n} {s}" for s, n in g["status"].value_counts().items()),
+               "output_tok_s": float(tok_s.median()) if len(tok_s) else None,
+               "goodput_req_s": float(ok["goodput_req_s"].median()) if ok["goodput_req_s"].notna().any() else None,
+               "tp": int(g["tp"].iloc[0])}
+        if price is not None:
+            row["usd_per_m_output_tok"] = (price.per_hour * price.devices(row["tp"]) / (row["output_tok_s"] * 3600) * 1e6
+                                           if row["output_tok_s"] else None)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def ratios(found: pd.DataFrame, old: str, new: str, *, margin: float | None, alpha: float = ALPHA) -> pd.DataFrame:
+    """Per (model, workload): capacity new / old over the repeats that measured one (above 1.00x the
+    newer leg holds the SLO at a higher load), its interval and verdict by the significance rule, the
+    study's capacity ratios decided together as every table's cells are (`tables.table_verdicts`)."""
+    if found.empty:
+        return pd.DataFrame()
+    ok = found[found["status"].isin(MEASURED)]
+    rows = []
+    for (model, wl), g in found.groupby(["model", "workload"], sort=False):
+        a = ok[(ok["model"] == model) & (ok["workload"] == wl) & (ok["leg"] == old)]["capacity"].dropna().tolist()
+        b = ok[(ok["model"] == model) & (ok["workload"] == wl) & (ok["leg"] == new)]["capacity"].dropna().tolist()
+        r: Ratio = ratio(a, b, higher_is_better=True, margin=margin, confidence=1 - alpha)
+        rows.append({"model": model, "workload": wl, "ratio": r})
+    decided = table_verdicts([[row["ratio"] for row in rows]], alpha=alpha)[0]
+    return pd.DataFrame([row | {"ratio": r} for row, r in zip(rows, decided)])

@@ -1,0 +1,351 @@
+"""The capacity search: its declaration (bad SLOs are one-line errors naming the file and field), the
+order-statistic interval, the search on a fake server whose per-token delay rises with the requests in
+flight (a known capacity), a fake server that dies mid-search, and image chat requests."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from harness.core.errors import UserError
+from harness.measure import capacity as search
+from harness.measure import loadgen, serve_inputs
+from harness.measure import serve as srv
+from harness.measure.loadgen import RequestResult
+from harness.measure.scenario import load_scenario
+from harness.schema.serve import ServePoint, ServeResult
+from harness.workloads import capacity as spec
+from harness.workloads import serve as kind
+
+SLO = {"tpot_ms": {"p": 99, "max": 22}, "ttft_ms": {"p": 99, "max": 500}, "goodput_share_min": 0.9}
+
+
+class _FakeLoadServer(BaseHTTPRequestHandler):
+    """FAKE OpenAI server (completions and chat, streamed): TTFT `ttft` s, then each token waits `gap` s
+    times the requests in flight at that moment, so TPOT grows with load and the concurrency at which a
+    TPOT bound breaks is known. After `die_after` requests it stops answering and marks itself dead."""
+    ttft, gap, inflight, served, die_after, dead = 0.01, 0.005, 0, 0, None, False
+    lock = threading.Lock()
+    bodies: list[dict] = []
+
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        cls = _FakeLoadServer   # the class the tests read and reset, whichever subclass serves
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with cls.lock:
+            cls.served += 1
+            cls.bodies.append({"path": self.path, **body})
+            if cls.die_after is not None and cls.served > cls.die_after:
+                cls.dead = True
+        if cls.dead:
+            self.connection.close()     # as a killed server's socket: no status line, no body
+            return
+        with cls.lock:
+            cls.inflight += 1
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            time.sleep(cls.ttft)
+            chat = self.path.endswith("/chat/completions")
+            for i in range(body["max_tokens"]):
+                if i:
+                    time.sleep(cls.gap * cls.inflight)
+                choice = {"index": 0, "delta": {"content": "x"}} if chat else {"index": 0, "text": "x"}
+                self.wfile.write(b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\n")
+                self.wfile.flush()
+            usage = {"choices": [], "usage": {"completion_tokens": body["max_tokens"], "prompt_tokens": 7}}
+            self.wfile.write(b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
+        finally:
+            with cls.lock:
+                cls.inflight -= 1
+
+
+@pytest.fixture
+def fake_server():
+    _FakeLoadServer.inflight, _FakeLoadServer.served, _FakeLoadServer.dead = 0, 0, False
+    _FakeLoadServer.die_after, _FakeLoadServer.bodies = None, []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _FakeLoadServer)
+    th = threading.Thread(target=httpd.serve_forever, daemon=True)
+    th.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class _FakeServer:
+    """Stands in for harness.measure.serve.Server around the fake HTTP server: alive until it dies."""
+
+    def __init__(self, base: str, run_dir: Path) -> None:
+        self.base, self.run_dir, self.starts = base, run_dir, 1
+
+    def alive(self) -> bool:
+        return not _FakeLoadServer.dead
+
+    def settle(self, timeout_s: float) -> None:
+        pass
+
+    def exit_reason(self) -> str:
+        return "server exited with code 1"
+
+
+def _spec(tmp_path: Path, capacity: dict, num_prompts: int = 8) -> SimpleNamespace:
+    work = {"seed": 0, "output_len": 4, "input_len": 4, "request_timeout_s": 10, "num_prompts": num_prompts,
+            "slo_ttft_ms": 1000.0, "slo_tpot_ms": 100.0, "capacity": capacity}
+    model = SimpleNamespace(name="m")
+    return SimpleNamespace(workload=SimpleNamespace(work=work), timeout_s=600, model=model)
+
+
+def _groups(n_probes: int, num_prompts: int) -> list[list[list[int]]]:
+    return [[[20 + i, 1, 2, 3] for i in range(num_prompts)] for _ in range(n_probes)]
+
+
+def test_search_on_a_fake_server_finds_the_known_concurrency(fake_server, tmp_path):
+    # TPOT is about gap x in-flight = 5 ms per request in flight: 20 ms at 4, 25 ms at 5; bound 22 ms.
+    decl = {"axis": "concurrency", "slo": SLO, "search": {"lo": 1, "hi": 16, "max_probes": 8}}
+    cap = spec.parse(decl)
+    block, points = srv.run_search(_FakeServer(fake_server, tmp_path), _spec(tmp_path, decl), cap,
+                                   _groups(8, 8), time.monotonic())
+    assert block.status == "found" and abs(block.capacity - 4) <= 1
+    assert block.bracket_high - block.bracket_low == 1
+    # Bracket 1, 2, 4, 8, then bisect: each probe a recorded point, each bound with its interval.
+    assert [p.value for p in block.probes][:4] == [1, 2, 4, 8] and block.probes[4].phase == "bisect"
+    assert [p.index for p in points] == [p.point for p in block.probes] == list(range(len(points)))
+    assert [p.concurrency for p in points] == [int(p.value) for p in block.probes]
+    tp = next(c for c in block.probes[3].checks if c.metric == "tpot_ms")
+    assert block.probes[3].passed is False and tp.value > 22 and "tpot_ms" in block.probes[3].why
+    assert tp.n == 8 and tp.high is None           # 8 requests have no 95% upper order statistic for p99
+    assert "bracket from 1" in block.method and "order-statistic" in block.interval
+    # The block survives the record's round trip.
+    res = ServeResult(client={}, slo_ttft_ms=500, slo_tpot_ms=22, points=points, capacity=block)
+    assert ServeResult.model_validate_json(res.model_dump_json()) == res
+
+
+def test_search_stops_failed_when_the_server_dies_mid_search(fake_server, tmp_path):
+    _FakeLoadServer.die_after = 8 + 8 + 3          # two probes of 8 requests, then dies inside the third
+    decl = {"axis": "concurrency", "slo": SLO, "search": {"lo": 1, "hi": 16, "max_probes": 8}}
+    block, points = srv.run_search(_FakeServer(fake_server, tmp_path), _spec(tmp_path, decl), spec.parse(decl),
+                                   _groups(8, 8), time.monotonic())
+    assert block.status == "failed" and block.capacity is None and len(block.probes) == 3
+    assert [p.passed for p in block.probes] == [True, True, None]
+    assert points[2].status == "failed" and "exited with code 1 during the point" in points[2].reason
+    assert "probe 2 (concurrency 4) could not be measured" in block.stop
+    # A server already gone is not probed again.
+    block2, points2 = srv.run_search(_FakeServer(fake_server, tmp_path), _spec(tmp_path, decl), spec.parse(decl),
+                                     _groups(8, 8), time.monotonic())
+    assert block2.status == "failed" and "before the probe" in points2[0].reason
+
+
+def _fake_probe(passes: callable):
+    """A probe without a server: every request's TPOT is 10 ms where `passes(value)`, else 100 ms."""
+    def probe(step: int, value: float, phase: str):
+        tpot = 0.01 if passes(value) else 0.1
+        reqs = [RequestResult(ok=True, ttft_s=0.01, itl_s=[tpot] * 3, latency_s=0.01 + 3 * tpot, output_tokens=4)
+                for _ in range(20)]
+        return ServePoint(index=step, concurrency=8, request_rate=value, seed=step, status="ok"), reqs
+    return probe
+
+
+@pytest.mark.parametrize("known", [0.7, 3.7, 11.0])
+def test_rate_search_brackets_then_bisects_to_within_rel_tol(known):
+    decl = {"slo": {"tpot_ms": {"p": 99, "max": 50}}, "search": {"lo": 0.5, "hi": 32, "rel_tol": 0.05, "max_probes": 20}}
+    block, _ = search.search(spec.parse(decl), decl, _fake_probe(lambda v: v <= known))
+    assert block.status == "found" and block.bracket_low <= known < block.bracket_high
+    assert block.bracket_high / block.bracket_low - 1 <= 0.05 and block.capacity == block.bracket_low
+    phases = [p.phase for p in block.probes]
+    assert phases == sorted(phases, key=["bracket", "bisect"].index) and "bisect" in phases    # every bracket step before the first bisect
+
+
+def test_search_edges_below_lo_at_least_hi_and_budget():
+    decl = {"slo": {"tpot_ms": {"p": 99, "max": 50}}, "search": {"lo": 1, "hi": 8, "max_probes": 5}}
+    below, _ = search.search(spec.parse(decl), decl, _fake_probe(lambda v: False))
+    assert below.status == "below_lo" and below.capacity is None and len(below.probes) == 1
+    above, _ = search.search(spec.parse(decl), decl, _fake_probe(lambda v: True))
+    assert above.status == "at_least_hi" and above.capacity == 8 and [p.value for p in above.probes] == [1, 2, 4, 8]
+    short = {**decl, "search": {"lo": 1, "hi": 64, "max_probes": 4, "rel_tol": 0.01}}
+    out, _ = search.search(spec.parse(short), short, _fake_probe(lambda v: v <= 3))
+    r8 = pytest.approx(math.sqrt(8))
+    assert out.status == "max_probes" and out.capacity == r8 and (out.bracket_low, out.bracket_high) == (r8, 4)
+    assert [p.value for p in out.probes] == [1, 2, 4, pytest.approx(math.sqrt(8))]
+
+
+def test_failed_requests_fail_a_probe_without_a_declared_share():
+    cap = spec.parse({"slo": {"ttft_ms": {"p": 50, "max": 100}}, "search": {"lo": 1, "hi": 2}})
+    reqs = [RequestResult(ok=True, ttft_s=0.01, latency_s=0.01, output_tokens=1)] * 9 + [RequestResult(error="HTTP 500")]
+    ok, checks, share, why = search.judge(cap, reqs)
+    assert not ok and share == 0.9 and why == "1 of 10 requests failed" and checks[0].ok
+    shared = spec.parse({"slo": {"ttft_ms": {"p": 50, "max": 100}, "goodput_share_min": 0.9}, "search": {"lo": 1, "hi": 2}})
+    assert search.judge(shared, reqs)[0]
+
+
+def test_order_statistic_interval_covers_as_stated():
+    # The ranks against the binomial directly: n = 100, the median at 95%: ranks 40 and 61.
+    assert search.order_statistic_ranks(100, 0.5, 0.95) == (40, 61)
+    # p99 over 32 requests has no upper order statistic at 95%; over 500 it has.
+    assert search.order_statistic_ranks(32, 0.99, 0.95)[1] is None
+    assert search.order_statistic_ranks(500, 0.99, 0.95)[1] is not None
+    # Coverage by simulation: the true p90 of an exponential lies inside the interval >= 95% of the time.
+    rng = np.random.default_rng(0)
+    truth = -math.log(0.1)
+    hits = 0
+    for _ in range(400):
+        _, lo, hi = search.percentile_interval(list(rng.exponential(size=200)), 90, 0.95)
+        hits += lo <= truth <= hi
+    assert hits / 400 >= 0.93
+
+
+BAD = [
+    ("ttft_ms: {p: 99, max: 500}", "ttft_ms: {p: 120, max: 500}", "capacity.slo.ttft_ms.p: 120 should be between 0 and 100"),
+    ("ttft_ms: {p: 99, max: 500}", "ttft_ms: {p: 99, max: -1}", "capacity.slo.ttft_ms.max: -1 should be greater than 0"),
+    ("ttft_ms: {p: 99, max: 500}", "ttft_ms: {p: 99}", "capacity.slo.ttft_ms.max: missing"),
+    ("ttft_ms: {p: 99, max: 500}", "ttft: {p: 99, max: 500}", "capacity.slo.ttft: unknown key"),
+    ("goodput_share_min: 0.99", "goodput_share_min: 1.5", "capacity.slo.goodput_share_min: 1.5 should be in (0, 1]"),
+    ("axis: request_rate", "axis: tokens", "capacity.axis: 'tokens' is not one of request_rate, concurrency"),
+    ("lo: 1, hi: 64", "lo: 4, hi: 2", "capacity.search.hi: 2 should be greater than lo (4)"),
+    ("pass_rule: point", "pass_rule: strict", "capacity.pass_rule: 'strict' is not one of point, upper"),
+]
+
+
+@pytest.mark.parametrize("old,new,msg", BAD)
+def test_bad_slo_declarations_are_one_line_errors_naming_file_and_field(tmp_path, old, new, msg):
+    text = (Path(__file__).resolve().parents[1] / "scenarios" / "cpu-capacity.yaml").read_text()
+    assert old in text
+    path = tmp_path / "bad.yaml"
+    path.write_text(text.replace(old, new, 1))
+    with pytest.raises(UserError) as e:
+        load_scenario(path)
+    line = str(e.value)
+    assert "\n" not in line and line.startswith(f"{path}: ") and f"workloads[0].{msg}" in line
+
+
+def test_shipped_capacity_scenario_and_the_grid_unchanged():
+    sc = load_scenario("cpu-capacity")
+    text, image = sc.workloads
+    assert kind.capacity(text.work).axis == "request_rate" and image.work["modality"] == "image"
+    assert len(kind.prompt_groups(text.work, lambda n, seed: range(n))) == 12   # max_probes groups
+    # A serve workload without `capacity` keeps the work (and so the fingerprints) it had before.
+    assert "capacity" not in load_scenario("cpu-serve").workloads[0].work
+
+
+def test_image_chat_requests_are_seeded_and_hashed(fake_server):
+    work = {"input_len": 6, "width": 32, "height": 24, "images_per_prompt": 1, "source": None}
+    a, b = serve_inputs.ImageSet(), serve_inputs.ImageSet()
+    reqs = serve_inputs.image_requests(work, 3, 5, a)
+    assert reqs == serve_inputs.image_requests(work, 3, 5, b) and a.record() == b.record()
+    assert a.record().images == 3 and a.record().images_sha256 != serve_inputs.ImageSet().record().images_sha256
+    parts = reqs[0]["messages"][0]["content"]
+    assert parts[0]["image_url"]["url"].startswith("data:image/png;base64,iVBOR") and parts[1]["type"] == "text"
+    assert serve_inputs.image_requests(work, 3, 6, serve_inputs.ImageSet()) != reqs
+    # Sent as OpenAI chat, streamed and timed as completions are; prompt tokens are the server's count.
+    run = loadgen.run_point(fake_server, model="m", prompts=reqs, max_tokens=3, concurrency=3, timeout_s=10)
+    m = loadgen.summarize(run, slo_ttft_ms=1000, slo_tpot_ms=1000)
+    assert m["completed"] == 3 and m["output_tokens"] == 9 and m["prompt_tokens"] == 21
+    sent = _FakeLoadServer.bodies[0]
+    assert sent["path"] == "/v1/chat/completions" and sent["messages"] in [r["messages"] for r in reqs]
+    assert sent["stream"] is True and sent["ignore_eos"] is True and "prompt" not in sent
+
+
+class _FakeLoadServerHealthy(_FakeLoadServer):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" and not _FakeLoadServer.dead else 404)
+        self.end_headers()
+
+
+class _FakeApiServer:
+    """FAKE of harness.measure.serve.Server for a whole sweep: the fake load server in a thread instead of
+    vLLM's api_server, stating a prompt vocabulary as the real server's worker does."""
+
+    def __init__(self, spec, run_dir: Path, env: dict[str, str]) -> None:
+        self.run_dir, self.starts, self.port, self._srv = run_dir, 0, None, None
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float):
+        from harness.measure.run import emit
+
+        self.stop()
+        self.starts += 1
+        emit(self.run_dir, "prompt_vocab", size=12, source="fake")
+        with (self.run_dir / "run.log").open("a") as log:   # the real server's output goes there
+            log.write("fake api server started\n")
+        self._srv = ThreadingHTTPServer(("127.0.0.1", 0), _FakeLoadServerHealthy)
+        self.port = self._srv.server_address[1]
+        threading.Thread(target=self._srv.serve_forever, daemon=True).start()
+        return None, 0.01
+
+    def alive(self) -> bool:
+        return self._srv is not None and not _FakeLoadServer.dead
+
+    def settle(self, timeout_s: float) -> None:
+        pass
+
+    def exit_reason(self) -> str:
+        return "server exited with code 1"
+
+    def stop(self) -> None:
+        if self._srv is not None:
+            self._srv.shutdown()
+            self._srv.server_close()
+        self._srv = None
+
+
+SWEEP = """
+name: t
+legs: [cpu-0.32.0]
+repeats: 1
+models:
+  - {name: m, path: tiny}
+workloads:
+  - name: cap
+    kind: serve
+    modality: MODALITY
+    input_len: 4
+    output_len: 4
+    num_prompts: 8
+    warmup_requests: 0
+    seed: 0
+    capacity:
+      axis: concurrency
+      slo: {tpot_ms: {p: 99, max: 22}, goodput_share_min: 0.9}
+      search: {lo: 1, hi: 16, max_probes: 8}
+"""
+
+
+@pytest.mark.parametrize("modality", ["text", "image"])
+def test_a_sweep_records_the_search_and_a_dying_server_fails_the_run(tmp_path, fake_sweep, monkeypatch, modality):
+    from harness.measure.sweep import SweepArgs, sweep
+    from tests.conftest import write_scenario
+
+    _FakeLoadServer.inflight, _FakeLoadServer.served, _FakeLoadServer.dead = 0, 0, False
+    _FakeLoadServer.die_after, _FakeLoadServer.bodies = None, []
+    monkeypatch.setattr(srv, "Server", _FakeApiServer)
+    path = write_scenario(tmp_path, SWEEP.replace("MODALITY", modality))
+    (rec,) = sweep(SweepArgs(scenario=str(path), results=tmp_path / "ok")).records
+    cap = rec.serve.capacity
+    assert rec.status == "ok" and cap.status == "found" and abs(cap.capacity - 4) <= 1
+    assert len(rec.serve.points) == len(cap.probes) and cap.declared["axis"] == "concurrency"
+    assert rec.serve.slo_tpot_ms == 22            # the search's own bound judges each point's goodput
+    if modality == "image":
+        # Every probe's images are built before the first (max_probes groups): the same set on every leg,
+        # however far each leg's search goes.
+        assert rec.serve.inputs.images == 8 * 8 and len(rec.serve.inputs.images_sha256) == 64
+        assert {b["path"] for b in _FakeLoadServer.bodies} == {"/v1/chat/completions"}
+    else:
+        assert rec.serve.inputs is None and {b["path"] for b in _FakeLoadServer.bodies} == {"/v1/completions"}
+    # The same search again on a server that dies inside its third probe: a failed run, probes kept.
+    _FakeLoadServer.served, _FakeLoadServer.die_after = 0, 8 + 8 + 3
+    (bad,) = sweep(SweepArgs(scenario=str(path), results=tmp_path / "dies")).records
+    assert bad.status == "failed" and bad.serve.capacity.status == "failed" and len(bad.serve.points) == 3
+    assert bad.failure.reason.startswith("capacity search: probe 2 (concurrency 4) could not be measured")

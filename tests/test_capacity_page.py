@@ -1,0 +1,93 @@
+"""Capacity on the page: a FAKE study whose serve runs searched (records in the harness's own format,
+made-up latencies): each leg's capacity over repeats with its interval, the ratio of capacities by the
+significance rule, cost at capacity with the price's source, and the latency-vs-load figure."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from harness.analyze import capacity as acap
+from harness.measure import capacity as search
+from harness.measure.loadgen import RequestResult
+from harness.publish import report
+from harness.publish.sections import capacity as section
+from harness.schema.serve import Dist, PointMetrics, ServePoint, ServeResult
+from harness.workloads import capacity as spec
+from tests.studygen import record_dict, write_run, write_study_yaml
+
+LEGS = [("cpu-0.27.1", "0.27"), ("cpu-0.32.0", "0.32")]
+DECL = {"slo": {"tpot_ms": {"p": 99, "max": 50}, "goodput_share_min": 0.99},
+        "search": {"lo": 0.5, "hi": 32, "rel_tol": 0.05, "max_probes": 16}}
+
+
+def _serve(known: float) -> dict:
+    """A FAKE search record: TPOT 40 ms at or below `known` requests/s, 80 ms above."""
+    def probe(step: int, value: float, phase: str):
+        tpot = 0.04 if value <= known else 0.08
+        reqs = [RequestResult(ok=True, ttft_s=0.1, itl_s=[tpot] * 3, latency_s=0.1 + 3 * tpot, output_tokens=4)
+                for _ in range(10)]
+        m = PointMetrics(requests=10, completed=10, failed=0, duration_s=10 / value, output_tokens=40,
+                         prompt_tokens=40, requests_per_s=value, output_tok_s=4 * value, goodput_req_s=value,
+                         ttft_ms=Dist(p50=100, p90=100, p99=100), tpot_ms=Dist(p50=tpot * 1000, p90=tpot * 1000,
+                                                                               p99=tpot * 1000))
+        return ServePoint(index=step, concurrency=64, request_rate=value, seed=step, status="ok", metrics=m), reqs
+
+    block, points = search.search(spec.parse(DECL), DECL, probe)
+    return ServeResult(client={"name": "harness-loadgen"}, slo_ttft_ms=1000, slo_tpot_ms=50, points=points,
+                       capacity=block).model_dump(mode="json")
+
+
+def _study(tmp_path: Path, caps: dict[str, list[float]], **extra) -> Path:
+    d = tmp_path / "cap"
+    write_study_yaml(d, LEGS, **extra)
+    for leg, label in LEGS:
+        for i, known in enumerate(caps[label], start=1):
+            write_run(d, record_dict(leg=leg, leg_label=label, model="tiny-llama", workload="capacity-text",
+                                     kind="serve", repeat=i, metrics={"output_tok_s": 4 * known},
+                                     manifest={"device": "Intel(R) Xeon(R) Processor (2 cores)"}, serve=_serve(known)))
+    return d
+
+
+def test_capacity_per_leg_ratio_cost_and_page(tmp_path):
+    price = {"per_hour": 0.08, "unit": "CPU-hour", "source": "illustrative, not a quote"}
+    d = _study(tmp_path, {"0.27": [4.0, 4.2, 3.9], "0.32": [8.0, 8.3, 7.9]}, price=price)
+    st = report.load_study(d)
+    v = section.capacity(st)
+    legs = v.legs.set_index("leg")
+    old = legs.loc["cpu-0.27.1"]
+    # Each repeat's capacity is the highest passing probe, within rel_tol below the known value.
+    assert (v.searches["status"] == "found").all()
+    for _, r in v.searches.iterrows():
+        assert r["bracket_low"] <= (4.0 if r["leg"] == "cpu-0.27.1" else 8.0) * 1.05
+    assert old["repeats"] == 3 and old["low"] < old["capacity"] < old["high"]
+    assert old["usd_per_m_output_tok"] == pytest.approx(0.08 / (old["output_tok_s"] * 3600) * 1e6)
+    r = v.ratios.iloc[0]["ratio"]
+    assert r.value == pytest.approx(legs.loc["cpu-0.32.0", "capacity"] / old["capacity"]) and r.verdict == "faster"
+    md = report.capacity_md(st)
+    assert "## Serving capacity at the SLO" in md and report.serving_md(st) == ""   # probes are no grid
+    assert "source: illustrative, not a quote" in md and "p99 TPOT ≤ 50 ms, good share ≥ 0.99" in md
+    assert "order-statistic" in md and "point estimate" in md and "faster" in md
+    figs = report.capacity_figures(st)
+    assert len(figs) == 1 and "Latency vs load" in figs[0]._suptitle.get_text() and report.serving_figures(st) == []
+    ttft, tpot, goodput = figs[0].axes
+    assert [ln.get_ydata()[0] for ln in tpot.lines if ln.get_color() == "#b2182b"] == [50]   # the SLO drawn
+
+
+def test_equal_capacities_are_equivalent_within_the_margin_and_censored_runs_stay_out(tmp_path):
+    d = _study(tmp_path, {"0.27": [3.6, 4.0, 4.4], "0.32": [4.4, 3.6, 4.0]}, margin=0.3)
+    st = report.load_study(d)
+    v = section.capacity(st)
+    assert v.ratios.iloc[0]["ratio"].verdict == "equivalent" and "within ±30%" in report.capacity_md(st)
+    # A search whose every probe passed up to hi is a bound, not a capacity: counted, not averaged in.
+    d2 = _study(tmp_path / "b", {"0.27": [4.0, 4.0, 100.0], "0.32": [4.0, 4.0, 4.0]})
+    legs = acap.per_leg(acap.searches(report.load_study(d2).canon)).set_index("leg")
+    assert legs.loc["cpu-0.27.1", "repeats"] == 2 and "1 at_least_hi" in legs.loc["cpu-0.27.1", "statuses"]
+
+
+def test_interval_over_repeats_is_the_log_t_interval():
+    low, high = acap.interval([4.0, 4.4, 3.6])
+    assert low < math.exp(sum(map(math.log, [4.0, 4.4, 3.6])) / 3) < high
+    assert acap.interval([4.0]) == (None, None)
