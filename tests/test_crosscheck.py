@@ -350,7 +350,7 @@ def test_other_work_on_vllms_side_is_refused_not_printed_as_a_ratio(tmp_path, fa
     scenario = MM_SCENARIO.replace("fake_tok_s: 100.0", "fake_tok_s: 100.0, fake_vllm_prompt_tokens: 5")
     args = SweepArgs(scenario=str(write_scenario(tmp_path, scenario)), results=tmp_path / "r")
     (row,) = cc.crosscheck(args)["rows"]
-    assert row["ratio"] is None and row["ci_low"] is None and row["pair_ratios"] == []
+    assert row["ratio"] is None and row["ci_low"] is None and row["pair_ratios"] == [] and row["welch"] == {}
     assert row["verdict"].startswith("refused: the two sides did other work (prompt tokens per request: harness 8.0, "
                                      "vLLM 5.0 (-37.5%))")
     md = (tmp_path / "r" / "t" / "crosscheck.md").read_text()
