@@ -212,21 +212,22 @@ def test_quarto_page_in_a_browser(quarto_render, tmp_path):
 
 def test_quarto_renders_a_private_copy_of_the_project(tmp_path):
     """What Quarto would sweep in from beside the source (a stale index_files/ of another study's
-    render, .quarto/) stays out of the copy it renders; the filters _quarto.yml names come along."""
+    render, .quarto/, the site's _quarto.yml) stays out of the copy it renders; the filters the
+    qmd's header names come along."""
     src = tmp_path / "proj"
     (src / "index_files" / "figure-commonmark").mkdir(parents=True)
     (src / "index_files" / "figure-commonmark" / "fig-old-output-1.png").write_bytes(b"stale")
     (src / ".quarto").mkdir()
     (src / "f").mkdir()
     (src / "f" / "x.lua").write_text("return {}\n")
-    (src / "index.qmd").write_text("# t\n")
-    (src / "_quarto.yml").write_text("project:\n  type: default\nfilters:\n  - f/x.lua\n  - quarto\n")
+    (src / "index.qmd").write_text("---\nfilters:\n  - f/x.lua\n  - quarto\n---\n# t\n")
+    (src / "_quarto.yml").write_text("project:\n  type: website\n")
     dest = tmp_path / "copy"
     dest.mkdir()
     qmd = rendering._quarto_project(src / "index.qmd", dest)
     assert qmd == dest / "index.qmd"
     assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()) == \
-        ["_quarto.yml", "f/x.lua", "index.qmd"]
+        ["f/x.lua", "index.qmd"]
 
 
 def test_quarto_figures_take_the_fallback_names(tmp_path):

@@ -7,11 +7,21 @@
 -- 2. A figure cell whose output holds no image (e.g. "One leg only: there is no ratio to plot.") is
 --    text, not a figure: it gets no caption and no number, as the harness's renderer does it.
 
+-- The first heading of the document, looked for inside Divs too: rendered from the executed notebook
+-- (harness/publish/render.py renders the page from it), a cell's output sits in the cell's Div.
+-- Returns the list that holds it and its index there, or nil when the first heading is not level 1.
 local function first_h1(blocks)
   for i, b in ipairs(blocks) do
     if b.t == "Header" then
-      if b.level == 1 then return i end
+      if b.level == 1 then return blocks, i end
       return nil
+    end
+    if b.t == "Div" then
+      local hit = nil
+      pandoc.Div(b.content):walk({ Header = function(h) hit = hit or h end })
+      if hit ~= nil then
+        return first_h1(b.content)
+      end
     end
   end
   return nil
@@ -27,10 +37,10 @@ return {
       return float.content
     end,
     Pandoc = function(doc)
-      local i = first_h1(doc.blocks)
-      if i ~= nil then
-        doc.meta.title = doc.blocks[i].content
-        doc.blocks:remove(i)
+      local holder, i = first_h1(doc.blocks)
+      if holder ~= nil then
+        doc.meta.title = holder[i].content
+        holder:remove(i)
       end
       return doc
     end,
