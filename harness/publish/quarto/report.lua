@@ -1,7 +1,7 @@
 -- Quarto filter for index.qmd (declared in _quarto.yml), so that `quarto render` and the harness's
 -- own renderer (harness/publish/render.py, no Quarto) give the same page:
 -- 1. The document's title is the study's: its first level-1 heading (printed by the title cell) is
---    lifted into the title and leaves the body. index.qmd's header carries a placeholder title only
+--    lifted into the title and leaves the body, and an italic line right under it into the subtitle. index.qmd's header carries a placeholder title only
 --    because, with none, Quarto's Jupyter engine lifts the first markdown heading instead
 --    ("## About this dataset"), which then drops out of the table of contents.
 -- 2. A figure cell whose output holds no image (e.g. "One leg only: there is no ratio to plot.") is
@@ -41,6 +41,13 @@ return {
       if holder ~= nil then
         doc.meta.title = holder[i].content
         holder:remove(i)
+        -- The study's long title, printed in italics right under the heading, is the page's subtitle
+        -- (REPORT.md keeps it as the italic line: its title block shows no subtitle).
+        local nxt = holder[i]
+        if FORMAT:match("html") and nxt ~= nil and nxt.t == "Para" and #nxt.content == 1 and nxt.content[1].t == "Emph" then
+          doc.meta.subtitle = nxt.content[1].content
+          holder:remove(i)
+        end
       end
       return doc
     end,
