@@ -155,10 +155,12 @@ def test_quarto_renders_html_and_gfm_into_the_report_folder(quarto_render):
     assert "report (quarto," in said and "quarto found" in said
     html = (out / "index.html").read_text(encoding="utf-8")
     md = (out / "REPORT.md").read_text(encoding="utf-8")
-    title = md.splitlines()[0].removeprefix("# ")            # the study's, from its study.yaml
-    assert title != "Benchmark report" and title in (STUDY / "study.yaml").read_text(encoding="utf-8")
-    # The study's title is the document's, and "About this dataset" stays a section in the contents.
+    title = md.splitlines()[0].removeprefix("# ")            # short: the study's name and its leg
+    assert title == "h200: 0.26"
+    # The title is the document's, study.yaml's sentence its subtitle, and "About this dataset" stays
+    # a section in the contents.
     assert f"<title>{title}</title>" in html and f'<h1 class="title">{title}</h1>' in html
+    assert '<p class="subtitle lead">vLLM 0.26.0 on 2x H200' in html and "\n*vLLM 0.26.0 on 2x H200" in md
     toc = html[html.index('id="TOC"'):html.index("</nav>", html.index('id="TOC"'))]
     assert 'href="#about-this-dataset"' in toc
     assert md.startswith(f"# {title}\n") and "# Benchmark report" not in md
@@ -251,3 +253,52 @@ def test_quarto_error_names_the_cell_exception():
     out = "\x1b[31mClaimFailed\x1b[39m: nope\nClaimFailed: claim x does not hold\n\x1b[33mWARN: Error encountered\x1b[39m\n"
     assert rendering._quarto_error(out) == "ClaimFailed: claim x does not hold"
     assert rendering._quarto_error("Error running filter main.lua:\nWARN: x\n") == "Error running filter main.lua:"
+
+
+# --- the site ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_render(tmp_path_factory) -> Path:
+    """results/cpu-tiny through quarto: a second small study, with two legs (an answer matrix)."""
+    out = tmp_path_factory.mktemp("quarto-tiny") / "report"
+    render(paths.RESULTS / "cpu-tiny", out, quarto=True, say=lambda s: None)
+    return out
+
+
+@needs_quarto
+def test_site_of_two_studies_in_a_browser(quarto_render, tiny_render, tmp_path):
+    """The site (harness.publish.site: what `quarto render` at the root builds, here from two studies'
+    rendered reports): its index lists both with their answers and links, and every page of it, served
+    as a site is, passes at 400 and 1400 px: no sideways scroll, every image loaded and drawn, no empty
+    table, the answer matrix above the fold, and no page naming the other study's records."""
+    from harness.publish.browser import Chromium, check_page, find_chromium, serve
+    from harness.publish.site import build_site
+
+    site = tmp_path / "site"
+    index = build_site({"h200": quarto_render[0], "cpu-tiny": tiny_render}, site)
+    text = index.read_text(encoding="utf-8")
+    for name in ("h200", "cpu-tiny"):
+        assert f'href="results/{name}/report/index.html"' in text and f'href="results/{name}/report/README.md"' in text
+    assert "cpu-tiny: 0.27 → 0.32" in text and "0.27 → 0.32: faster on 2, slower on 0, undecided on 2" in text
+    assert "h200: 0.26" in text and "one leg (0.26)" in text
+    pages = {"index.html": None, "results/h200/report/index.html": "h200",
+             "results/cpu-tiny/report/index.html": "cpu-tiny"}
+    for rel, name in pages.items():
+        html = (site / rel).read_text(encoding="utf-8")
+        others = [o for o in ("h200", "cpu-tiny") if name is not None and o != name]
+        assert all(f"results/{o}/" not in html for o in others), f"{rel} names another study's records"
+    exe = find_chromium()
+    if exe is None:
+        pytest.skip("chromium is not installed")
+    with Chromium(exe) as b, serve(site) as base:
+        for rel, name in pages.items():
+            for width in (400, 1400):
+                c = check_page(b, site / rel, width=width, url=base + rel,
+                               screenshot=tmp_path / f"{name or 'index'}-{width}.png")
+                assert c.problems == [], (rel, width, c.problems)
+                assert c.scroll_width <= width and c.n_too_wide == 0, (rel, width, c.scroll_width, c.too_wide)
+                assert all(i["loaded"] and i["width"] > 0 for i in c.images), (rel, width, c.images)
+                if name == "cpu-tiny":
+                    assert c.answer_figure is not None and c.answer_figure["top"] < c.height, (width, c.answer_figure)
+                    assert c.answer_figure["width"] <= width
+    print(f"screenshots: {tmp_path}")
