@@ -123,12 +123,21 @@ def kind_table(st: Study, kind: str) -> tables.Table:
     return tables.Table(name=t.name, title=t.title, data=data, display=disp, notes=tuple(notes))
 
 
+def _kind_md(st: Study, kind: str) -> str:
+    """The kind's table; a sentence instead where the study measured none of it (a serve-only study),
+    rather than a header over no rows."""
+    t = kind_table(st, kind)
+    if not len(t.data):
+        return f"No canonical {kind} figure in this study's main series: it measured none of this kind.\n"
+    return t.markdown(heading=False)
+
+
 def throughput_md(st: Study) -> str:
-    return kind_table(st, "throughput").markdown(heading=False)
+    return _kind_md(st, "throughput")
 
 
 def latency_md(st: Study) -> str:
-    return kind_table(st, "latency").markdown(heading=False)
+    return _kind_md(st, "latency")
 
 
 @dataclass(frozen=True, kw_only=True)
