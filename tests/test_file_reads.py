@@ -97,7 +97,8 @@ READS: dict[tuple[str, str], str] = {
     # publish: the report's sources and outputs.
     ("publish/render.py", "parse_qmd"): "index.qmd's YAML header and cell options",
     ("publish/render.py", "_render_kernel"): "index.qmd",
-    ("publish/render.py", "_quarto_project"): "the Quarto project file",
+    ("publish/render.py", "_quarto_project"): "index.qmd's header (the filters it names)",
+    ("publish/site.py", "build_site"): "the site's Quarto project file (_quarto.yml)",
     ("publish/render.py", "_render_quarto"): "Quarto's output",
     ("publish/notes.py", "read_note"): "a study's authored note (notes/*.md) and its front matter",
     ("publish/bundle.py", "_logs_tar"): "packs the runs' logs into the bundle as bytes (copied, not parsed)",

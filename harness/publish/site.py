@@ -61,8 +61,8 @@ def study_row(study: Path) -> StudyRow:
     ans = sec.answer(st)
     legs = _legs(st.canon)
     if len(legs) >= 2:
-        one = "; ".join(re.sub(r"\s*\(the letters under the figure[^)]*\)", "", ln).replace("**", "")
-                        for ln in sec.step_lines(ans))
+        one = "; ".join(re.sub(r"\s*\(the letters under the figure[^)]*\)", "", ln).replace("**", "").rstrip(".")
+                        for ln in sec.step_lines(ans)) + "."
     else:
         n = len(st.canon.cells)
         one = (f"one leg ({legs[0][1] if legs else 'none'}): no step between versions to judge; "
