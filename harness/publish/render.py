@@ -324,13 +324,7 @@ def _render_quarto(exe: str, qmd: Path, params: dict[str, Any], scratch: Path) -
         cmd = [exe, "render", str(copy), "--to", "gfm", "-M", "keep-md:true", "-M", "keep-ipynb:true"]
         for k, v in params.items():
             cmd += ["-P", f"{k}:{v}"]
-        # Quarto's Jupyter engine runs the kernel of the Python it finds; make that this project's
-        # (QUARTO_PYTHON, and its bin/ first on PATH for `jupyter`), whether or not the venv is
-        # activated, and let the kernel, which starts in the copy, import this checkout's harness.
-        py_bin = str(Path(sys.executable).parent)
-        env = dict(os.environ, QUARTO_PYTHON=os.environ.get("QUARTO_PYTHON", sys.executable),
-                   PATH=os.pathsep.join([py_bin, os.environ.get("PATH", "")]),
-                   PYTHONPATH=os.pathsep.join(p for p in [str(paths.PROJ_ROOT), os.environ.get("PYTHONPATH")] if p))
+        env = quarto_env()
         _run_quarto(cmd, cwd=tmp, env=env, name=qmd.name)
         executed = built / f"{qmd.stem}.quarto_ipynb"
         if not executed.is_file():
@@ -349,6 +343,18 @@ def _render_quarto(exe: str, qmd: Path, params: dict[str, Any], scratch: Path) -
         shutil.copy2(built / "index.html", scratch / "index.html")
     (scratch / "REPORT.md").write_text(md, encoding="utf-8")
     return md, figs
+
+
+def quarto_env(**extra: str) -> dict[str, str]:
+    """The environment `quarto render` runs in. Quarto's Jupyter engine runs the kernel of the Python
+    it finds; make that this project's (QUARTO_PYTHON, and its bin/ first on PATH for `jupyter`),
+    whether or not the venv is activated, and let the kernel, which starts in a private copy, import
+    this checkout's harness."""
+    py_bin = str(Path(sys.executable).parent)
+    return dict(os.environ, QUARTO_PYTHON=os.environ.get("QUARTO_PYTHON", sys.executable),
+                PATH=os.pathsep.join([py_bin, os.environ.get("PATH", "")]),
+                PYTHONPATH=os.pathsep.join(p for p in [str(paths.PROJ_ROOT), os.environ.get("PYTHONPATH")] if p),
+                **extra)
 
 
 def _run_quarto(cmd: list[str], *, cwd: str, env: dict[str, str], name: str) -> None:

@@ -10,11 +10,9 @@ copy of the project (Quarto writes beside its sources): what the tests run on tw
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -112,7 +110,7 @@ def build_site(reports: dict[str, Path], out: Path, *, results: Path = paths.RES
     """The site of the studies in `reports` (study name → its rendered report folder) into `out`
     (replaced), built by `quarto render` on a private copy of the project; with `notebooks`, the
     diagnostic notebooks too (they execute: slow). Returns `out/index.html`."""
-    from harness.publish.render import find_quarto
+    from harness.publish.render import RenderError, _quarto_error, find_quarto, quarto_env
 
     exe = quarto or find_quarto()
     if exe is None:
@@ -133,19 +131,12 @@ def build_site(reports: dict[str, Path], out: Path, *, results: Path = paths.RES
             dest.mkdir(parents=True)
             for f in ("index.html", "README.md"):
                 shutil.copy2(rep / f, dest / f)
-        cmd = [exe, "render"]
-        py_bin = str(Path(sys.executable).parent)
         # site.qmd's cell reads which studies from the environment (a -P parameter would reach the
         # notebooks' parameter cells too).
-        env = dict(os.environ, QUARTO_PYTHON=os.environ.get("QUARTO_PYTHON", sys.executable),
-                   HARNESS_SITE_RESULTS=str(results), HARNESS_SITE_STUDIES=",".join(reports),
-                   HARNESS_SITE_NOTEBOOKS=str(notebooks).lower(),
-                   PATH=os.pathsep.join([py_bin, os.environ.get("PATH", "")]),
-                   PYTHONPATH=os.pathsep.join(p for p in [str(paths.PROJ_ROOT), os.environ.get("PYTHONPATH")] if p))
-        proc = subprocess.run(cmd, cwd=proj, capture_output=True, text=True, env=env, check=False)
+        env = quarto_env(HARNESS_SITE_RESULTS=str(results), HARNESS_SITE_STUDIES=",".join(reports),
+                         HARNESS_SITE_NOTEBOOKS=str(notebooks).lower())
+        proc = subprocess.run([exe, "render"], cwd=proj, capture_output=True, text=True, env=env, check=False)
         if proc.returncode != 0:
-            from harness.publish.render import RenderError, _quarto_error
-
             raise RenderError(f"quarto render (site) failed (exit {proc.returncode}): "
                               f"{_quarto_error(proc.stderr + chr(10) + proc.stdout)}")
         if out.exists():
