@@ -302,3 +302,19 @@ def test_site_of_two_studies_in_a_browser(quarto_render, tiny_render, tmp_path):
                     assert c.answer_figure is not None and c.answer_figure["top"] < c.height, (width, c.answer_figure)
                     assert c.answer_figure["width"] <= width
     print(f"screenshots: {tmp_path}")
+
+
+def test_the_site_project_runs_the_notebooks_into_their_own_folder():
+    """`quarto render` at the root: the pre-render step executes the notebooks into the folder the
+    site renders (never the committed notebooks/, which Quarto would write outputs back into), and
+    git ignores that folder and the site."""
+    import yaml
+
+    from harness.publish.site import NOTEBOOKS_OUT
+
+    project = yaml.safe_load((paths.PROJ_ROOT / "_quarto.yml").read_text(encoding="utf-8"))["project"]
+    assert (paths.PROJ_ROOT / project["pre-render"]).is_file()
+    assert project["render"] == ["site.qmd", f"{NOTEBOOKS_OUT}/*.ipynb"]
+    assert not any(str(r).startswith("notebooks/") for r in project["render"])
+    ignored = (paths.PROJ_ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    assert f"/{NOTEBOOKS_OUT}/" in ignored and "/_site/" in ignored

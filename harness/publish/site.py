@@ -1,7 +1,8 @@
 """One site of every shipped study: `quarto render` at the project root (`_quarto.yml`, a Quarto
 website) renders `site.qmd` into `_site/index.html`, the index of the studies (title, date, device,
 legs, models, the one-line answer, links to the page and the dataset card), and the diagnostic
-notebooks; each study's page and card are the already-rendered `results/<study>/report/` files,
+notebooks (executed by the pre-render step into site-notebooks/, so the committed ones stay as they
+are); each study's page and card are the already-rendered `results/<study>/report/` files,
 copied as they are (the project's `resources`), so building the site renders no study again.
 
 `build_site` builds the same site from chosen studies' rendered reports into a folder, on a private
@@ -24,6 +25,7 @@ from harness.core import paths
 from harness.core.errors import UserError
 
 SITE_QMD = paths.PROJ_ROOT / "site.qmd"
+NOTEBOOKS_OUT = "site-notebooks"   # the executed notebooks the site renders (git ignores it)
 PROJECT = paths.PROJ_ROOT / "_quarto.yml"
 
 
@@ -92,7 +94,7 @@ def index_md(rows: Sequence[StudyRow], notebooks: Sequence[str] = ()) -> str:
                 f"- [page]({r.page}) · [dataset card]({r.card})", ""]
     if notebooks:
         out += ["## Diagnostic notebooks", "",
-                *[f"- [{n}](notebooks/{n}.html)" for n in notebooks], ""]
+                *[f"- [{n}]({NOTEBOOKS_OUT}/{n}.html)" for n in notebooks], ""]
     return "\n".join(out)
 
 
@@ -105,11 +107,25 @@ def site_index_md(results: Path | str = paths.RESULTS, studies: str = "all", not
     return index_md([study_row(p) for p in picked], nbs)
 
 
+def execute_notebooks(src: Path, dest: Path) -> list[Path]:
+    """Each notebook of `src`, executed with its default parameters from the project's root (as
+    tests/test_notebooks.py runs them), into `dest`; the committed notebooks stay as they are."""
+    import papermill as pm
+
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for nb in sorted(src.glob("*.ipynb")):
+        pm.execute_notebook(str(nb), str(dest / nb.name), kernel_name="python3", cwd=str(paths.PROJ_ROOT),
+                            progress_bar=False)
+        out.append(dest / nb.name)
+    return out
+
+
 def build_site(reports: dict[str, Path], out: Path, *, results: Path = paths.RESULTS, notebooks: bool = False,
                quarto: str | None = None) -> Path:
     """The site of the studies in `reports` (study name → its rendered report folder) into `out`
     (replaced), built by `quarto render` on a private copy of the project; with `notebooks`, the
-    diagnostic notebooks too (they execute: slow). Returns `out/index.html`."""
+    diagnostic notebooks too (executed first: slow). Returns `out/index.html`."""
     from harness.publish.render import RenderError, _quarto_error, find_quarto, quarto_env
 
     exe = quarto or find_quarto()
@@ -118,14 +134,18 @@ def build_site(reports: dict[str, Path], out: Path, *, results: Path = paths.RES
     with tempfile.TemporaryDirectory(prefix="harness-site-") as tmp:
         proj = Path(tmp)
         config = yaml.safe_load(PROJECT.read_text(encoding="utf-8"))
-        if not notebooks:
-            config["project"]["render"] = [r for r in config["project"]["render"] if not str(r).startswith("notebooks/")]
+        # The notebooks are executed here, not by the project's pre-render step (a script beside the
+        # project it would not find in this copy).
+        config["project"].pop("pre-render", None)
+        if notebooks:
+            execute_notebooks(paths.PROJ_ROOT / "notebooks", proj / NOTEBOOKS_OUT)
+        else:
+            config["project"]["render"] = [r for r in config["project"]["render"]
+                                           if not str(r).startswith(f"{NOTEBOOKS_OUT}/")]
             config["website"]["navbar"]["left"] = [i for i in config["website"]["navbar"].get("left", [])
-                                                   if not str(i.get("href", "")).startswith("notebooks/")]
+                                                   if not str(i.get("href", "")).startswith(f"{NOTEBOOKS_OUT}/")]
         (proj / "_quarto.yml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         shutil.copy2(SITE_QMD, proj / SITE_QMD.name)
-        if notebooks:
-            shutil.copytree(paths.PROJ_ROOT / "notebooks", proj / "notebooks")
         for name, rep in reports.items():
             dest = proj / "results" / name / "report"
             dest.mkdir(parents=True)
