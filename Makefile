@@ -20,7 +20,7 @@ LAB_ARGS ?=
 # Chromium for the browser checks and screenshots of the shipped reports (Debian's `chromium`).
 CHROMIUM ?= chromium
 
-.PHONY: setup main test test-tools tables report quarto lab screenshots clean-cache
+.PHONY: setup main test test-tools tables report quarto site lab screenshots clean-cache
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -95,6 +95,10 @@ quarto:
 lab: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" \
 	    --LabApp.default_url=/lab/tree/notebooks $(LAB_ARGS)
+
+# The site of every shipped study (their rendered reports, as they are) and the notebooks: _site/.
+site: setup
+	QUARTO_PYTHON=$(abspath $(PY)) PATH="$(abspath .venv/bin):$$PATH" PYTHONPATH="$(CURDIR)" $$(command -v quarto || echo $(QUARTO_DIR)/bin/quarto) render
 
 # A screenshot of each shipped report at 1400 px and at 400 px, in .cache/screenshots/.
 screenshots: setup

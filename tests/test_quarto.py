@@ -155,10 +155,12 @@ def test_quarto_renders_html_and_gfm_into_the_report_folder(quarto_render):
     assert "report (quarto," in said and "quarto found" in said
     html = (out / "index.html").read_text(encoding="utf-8")
     md = (out / "REPORT.md").read_text(encoding="utf-8")
-    title = md.splitlines()[0].removeprefix("# ")            # the study's, from its study.yaml
-    assert title != "Benchmark report" and title in (STUDY / "study.yaml").read_text(encoding="utf-8")
-    # The study's title is the document's, and "About this dataset" stays a section in the contents.
+    title = md.splitlines()[0].removeprefix("# ")            # short: the study's name and its leg
+    assert title == "h200: 0.26"
+    # The title is the document's, study.yaml's sentence its subtitle, and "About this dataset" stays
+    # a section in the contents.
     assert f"<title>{title}</title>" in html and f'<h1 class="title">{title}</h1>' in html
+    assert '<p class="subtitle lead">vLLM 0.26.0 on 2x H200' in html and "\n*vLLM 0.26.0 on 2x H200" in md
     toc = html[html.index('id="TOC"'):html.index("</nav>", html.index('id="TOC"'))]
     assert 'href="#about-this-dataset"' in toc
     assert md.startswith(f"# {title}\n") and "# Benchmark report" not in md
@@ -212,21 +214,22 @@ def test_quarto_page_in_a_browser(quarto_render, tmp_path):
 
 def test_quarto_renders_a_private_copy_of_the_project(tmp_path):
     """What Quarto would sweep in from beside the source (a stale index_files/ of another study's
-    render, .quarto/) stays out of the copy it renders; the filters _quarto.yml names come along."""
+    render, .quarto/, the site's _quarto.yml) stays out of the copy it renders; the filters the
+    qmd's header names come along."""
     src = tmp_path / "proj"
     (src / "index_files" / "figure-commonmark").mkdir(parents=True)
     (src / "index_files" / "figure-commonmark" / "fig-old-output-1.png").write_bytes(b"stale")
     (src / ".quarto").mkdir()
     (src / "f").mkdir()
     (src / "f" / "x.lua").write_text("return {}\n")
-    (src / "index.qmd").write_text("# t\n")
-    (src / "_quarto.yml").write_text("project:\n  type: default\nfilters:\n  - f/x.lua\n  - quarto\n")
+    (src / "index.qmd").write_text("---\nfilters:\n  - f/x.lua\n  - quarto\n---\n# t\n")
+    (src / "_quarto.yml").write_text("project:\n  type: website\n")
     dest = tmp_path / "copy"
     dest.mkdir()
     qmd = rendering._quarto_project(src / "index.qmd", dest)
     assert qmd == dest / "index.qmd"
     assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()) == \
-        ["_quarto.yml", "f/x.lua", "index.qmd"]
+        ["f/x.lua", "index.qmd"]
 
 
 def test_quarto_figures_take_the_fallback_names(tmp_path):
@@ -250,3 +253,68 @@ def test_quarto_error_names_the_cell_exception():
     out = "\x1b[31mClaimFailed\x1b[39m: nope\nClaimFailed: claim x does not hold\n\x1b[33mWARN: Error encountered\x1b[39m\n"
     assert rendering._quarto_error(out) == "ClaimFailed: claim x does not hold"
     assert rendering._quarto_error("Error running filter main.lua:\nWARN: x\n") == "Error running filter main.lua:"
+
+
+# --- the site ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_render(tmp_path_factory) -> Path:
+    """results/cpu-tiny through quarto: a second small study, with two legs (an answer matrix)."""
+    out = tmp_path_factory.mktemp("quarto-tiny") / "report"
+    render(paths.RESULTS / "cpu-tiny", out, quarto=True, say=lambda s: None)
+    return out
+
+
+@needs_quarto
+def test_site_of_two_studies_in_a_browser(quarto_render, tiny_render, tmp_path):
+    """The site (harness.publish.site: what `quarto render` at the root builds, here from two studies'
+    rendered reports): its index lists both with their answers and links, and every page of it, served
+    as a site is, passes at 400 and 1400 px: no sideways scroll, every image loaded and drawn, no empty
+    table, the answer matrix above the fold, and no page naming the other study's records."""
+    from harness.publish.browser import Chromium, check_page, find_chromium, serve
+    from harness.publish.site import build_site
+
+    site = tmp_path / "site"
+    index = build_site({"h200": quarto_render[0], "cpu-tiny": tiny_render}, site)
+    text = index.read_text(encoding="utf-8")
+    for name in ("h200", "cpu-tiny"):
+        assert f'href="results/{name}/report/index.html"' in text and f'href="results/{name}/report/README.md"' in text
+    assert "cpu-tiny: 0.27 → 0.32" in text and "0.27 → 0.32: faster on 2, slower on 0, undecided on 2" in text
+    assert "h200: 0.26" in text and "one leg (0.26)" in text
+    pages = {"index.html": None, "results/h200/report/index.html": "h200",
+             "results/cpu-tiny/report/index.html": "cpu-tiny"}
+    for rel, name in pages.items():
+        html = (site / rel).read_text(encoding="utf-8")
+        others = [o for o in ("h200", "cpu-tiny") if name is not None and o != name]
+        assert all(f"results/{o}/" not in html for o in others), f"{rel} names another study's records"
+    exe = find_chromium()
+    if exe is None:
+        pytest.skip("chromium is not installed")
+    with Chromium(exe) as b, serve(site) as base:
+        for rel, name in pages.items():
+            for width in (400, 1400):
+                c = check_page(b, site / rel, width=width, url=base + rel,
+                               screenshot=tmp_path / f"{name or 'index'}-{width}.png")
+                assert c.problems == [], (rel, width, c.problems)
+                assert c.scroll_width <= width and c.n_too_wide == 0, (rel, width, c.scroll_width, c.too_wide)
+                assert all(i["loaded"] and i["width"] > 0 for i in c.images), (rel, width, c.images)
+                if name == "cpu-tiny":
+                    assert c.answer_figure is not None and c.answer_figure["top"] < c.height, (width, c.answer_figure)
+                    assert c.answer_figure["width"] <= width
+    print(f"screenshots: {tmp_path}")
+
+
+def test_the_site_project_runs_the_notebooks_into_their_own_folder():
+    """`quarto render` at the root: the pre-render step executes the notebooks into the folder the
+    site renders (never the committed notebooks/, which Quarto would write outputs back into), and
+    git ignores that folder and the site."""
+    import yaml
+
+    from harness.publish.site import NOTEBOOKS_OUT
+
+    project = yaml.safe_load((paths.PROJ_ROOT / "_quarto.yml").read_text(encoding="utf-8"))["project"]
+    assert (paths.PROJ_ROOT / project["pre-render"]).is_file()
+    assert project["render"] == ["site.qmd", f"{NOTEBOOKS_OUT}/*.ipynb"]
+    assert not any(str(r).startswith("notebooks/") for r in project["render"])
+    ignored = (paths.PROJ_ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    assert f"/{NOTEBOOKS_OUT}/" in ignored and "/_site/" in ignored

@@ -294,8 +294,10 @@ def test_b200_render_writes_report_card_html_and_data(b200_render):
     for c in meta["configs"]:
         assert (res.out_dir / c["data_files"][0]["path"]).exists()
     html = res.html.read_text(encoding="utf-8")
-    assert "<table>" in html and '<img alt="Figure 1' in html and "<title>vLLM 0.18 / 0.26 / 0.29" in html
-    for name in ("fig-coverage.png", "fig-ratios.png", "fig-dispersion.png"):
+    # A short title (the study and its legs); study.yaml's sentence is the line under it.
+    assert "<table>" in html and '<img alt="Figure 1' in html and "<title>b200-reference: 0.18 → 0.26 → 0.29<" in html
+    assert md.startswith("# b200-reference: 0.18 → 0.26 → 0.29\n\n_vLLM 0.18 / 0.26 / 0.29")
+    for name in ("fig-answer.png", "fig-coverage.png", "fig-ratios.png", "fig-dispersion.png"):
         assert (res.out_dir / "figures" / name).read_bytes()[:4] == b"\x89PNG"
         assert f"figures/{name}" in md and f'src="figures/{name}"' in html
     assert (res.out_dir / "CANONICAL.md").exists() and (res.out_dir / "MANIFEST.md").exists()
@@ -394,15 +396,22 @@ def test_strict_claim_fails_the_cli_loudly_and_writes_nothing(tmp_path):
 # --- the quarto path -----------------------------------------------------------------------------
 
 FAKE_QUARTO = """#!INTERPRETER
-# FAKE quarto: records its arguments and writes what `quarto render` would, from the parameter.
+# FAKE quarto: records its arguments (one list per call) and writes what `quarto render` would: from
+# the qmd, REPORT.md and the executed notebook it keeps; from that notebook, the page.
 import json, pathlib, sys
 args = sys.argv[1:]
 import os
-pathlib.Path("LOG").write_text(json.dumps(args + ["QUARTO_PYTHON=" + os.environ.get("QUARTO_PYTHON", "")]))
-out = pathlib.Path(args[1]).parent            # quarto writes beside the qmd it renders
-params = dict(args[i + 1].split(":", 1) for i, a in enumerate(args) if a == "-P")
-(out / "REPORT.md").write_text("# fake\\n\\nstudy " + params["study"] + "\\n")
-(out / "index.html").write_text("<html></html>\\n")
+log = pathlib.Path("LOG")
+calls = json.loads(log.read_text()) if log.exists() else []
+log.write_text(json.dumps(calls + [args + ["QUARTO_PYTHON=" + os.environ.get("QUARTO_PYTHON", "")]]))
+src = pathlib.Path(args[1])
+out = src.parent            # quarto writes beside the source it renders
+if src.suffix == ".qmd":
+    params = dict(args[i + 1].split(":", 1) for i, a in enumerate(args) if a == "-P")
+    (out / "REPORT.md").write_text("# fake\\n\\nstudy " + params["study"] + "\\n")
+    (out / (src.stem + ".quarto_ipynb")).write_text("{}")
+else:
+    (out / "index.html").write_text("<html></html>\\n")
 """
 
 
@@ -419,12 +428,17 @@ def test_quarto_on_path_renders_with_the_study_as_a_parameter(tmp_path, monkeypa
     said: list[str] = []
     res = render(d, tmp_path / "out", say=said.append)
     import json
-    argv = json.loads(log.read_text())
+    argv, page = json.loads(log.read_text())
     assert res.engine == "quarto" and said[0].startswith("report: quarto found")
     # A private copy of index.qmd, outside the work tree (quarto writes beside its source).
     assert argv[0] == "render" and argv[1].endswith("/index.qmd") and not argv[1].startswith(str(paths.PROJ_ROOT))
     assert ["-P", f"study:{d.resolve()}"] == argv[argv.index("-P"):argv.index("-P") + 2]
     assert "strict_claims:auto" in argv and argv[-1] == f"QUARTO_PYTHON={sys.executable}"
+    # The cells run once: REPORT.md from the qmd, keeping the executed notebook; the page from that
+    # notebook, not executed again.
+    assert argv[2:4] == ["--to", "gfm"] and "keep-ipynb:true" in argv
+    assert page[1] == str(Path(argv[1]).with_suffix(".ipynb")) and page[2:5] == ["--to", "html", "--no-execute"]
+    assert "-P" not in page
     md = res.report.read_text()
     assert md == f"# fake\n\nstudy {d.resolve()}\n"
     assert card_body(res.card.read_text()) == md                  # the card is built the same way

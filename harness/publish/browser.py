@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,15 @@ _PROBE = r"""
 (() => {
   const vw = document.documentElement.clientWidth;
   const images = [...document.images].map(i => ({
-    src: (i.getAttribute('src') || '').slice(0, 120), loaded: i.complete && i.naturalWidth > 0}));
+    src: (i.getAttribute('src') || '').slice(0, 120), loaded: i.complete && i.naturalWidth > 0,
+    width: i.getBoundingClientRect().width}));
+  // Tables with no data cell that holds text (a header and nothing under it, or blank cells).
+  const emptyTables = [...document.querySelectorAll('main table, body > table')].filter(
+    (t) => ![...t.querySelectorAll('td')].some((c) => c.textContent.trim())).length;
+  // The answer figure: where its top sits with the page at the top.
+  const fig = document.querySelector('#fig-answer img');
+  const answerFigure = fig ? {top: fig.getBoundingClientRect().top + window.scrollY,
+                              width: fig.getBoundingClientRect().width} : null;
   const held = (el) => {
     for (let a = el.parentElement; a && a !== document.documentElement; a = a.parentElement) {
       if (/(auto|scroll|hidden|clip)/.test(getComputedStyle(a).overflowX)) return true;
@@ -90,7 +100,7 @@ _PROBE = r"""
   }
   return JSON.stringify({viewport: vw, scrollWidth: document.documentElement.scrollWidth,
                          title: document.title, images, wide: wide.slice(0, 20), nWide: wide.length,
-                         lastColumn, answer});
+                         lastColumn, answer, emptyTables, answerFigure});
 })()
 """
 
@@ -109,14 +119,18 @@ class PageCheck:
     scroll_width: int
     last_column: dict[str, Any] | None
     answer: dict[str, Any] | None = None   # the answer table: its top (px from the page's top), ratio column
+    answer_figure: dict[str, Any] | None = None   # the answer matrix (#fig-answer): its top and width
+    empty_tables: int = 0
     height: int = 900
     screenshot: Path | None = None
     problems: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        bad = [i["src"] for i in self.images if not i["loaded"]]
+        bad = [i["src"] for i in self.images if not i["loaded"] or not i.get("width", 1)]
         if bad:
-            self.problems.append(f"{len(bad)} image(s) did not load: {bad[:3]}")
+            self.problems.append(f"{len(bad)} image(s) did not load or are drawn zero wide: {bad[:3]}")
+        if self.empty_tables:
+            self.problems.append(f"{self.empty_tables} empty table(s)")
         if self.console_errors:
             self.problems.append(f"console errors: {self.console_errors[:3]}")
 
@@ -233,6 +247,8 @@ class Chromium:
 
 
 def _console_errors(events: list[dict[str, Any]]) -> list[str]:
+    """Errors a reader's console would show; a served page's missing /favicon.ico, which the browser
+    asks for by itself, is none of the page's."""
     errs = []
     for ev in events:
         m, p = ev.get("method"), ev.get("params", {})
@@ -243,13 +259,16 @@ def _console_errors(events: list[dict[str, Any]]) -> list[str]:
             errs.append(str(d.get("exception", {}).get("description") or d.get("text")))
         elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
             e = p["entry"]
+            if str(e.get("url", "")).endswith("/favicon.ico"):
+                continue
             errs.append(f"{e.get('text')} {e.get('url', '')}".strip())
     return errs
 
 
 def check_page(browser: Chromium, page: Path, *, width: int, height: int = 900,
-               screenshot: Path | None = None) -> PageCheck:
-    """Open `page` in a fresh tab state at `width` x `height` CSS pixels and look at it."""
+               screenshot: Path | None = None, url: str | None = None) -> PageCheck:
+    """Open `page` (at `url` where given: a served site, whose scripts a file:// page may not load)
+    in a fresh tab state at `width` x `height` CSS pixels and look at it."""
     page = page.resolve()
     if not page.is_file():
         raise UserError(f"{page}: no such page")
@@ -259,7 +278,7 @@ def check_page(browser: Chromium, page: Path, *, width: int, height: int = 900,
         browser.send(f"{domain}.enable", **s)
     browser.send("Emulation.setDeviceMetricsOverride",
                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, **s)
-    browser.send("Page.navigate", {"url": page.as_uri()}, **s)
+    browser.send("Page.navigate", {"url": url or page.as_uri()}, **s)
     browser.wait_event("Page.loadEventFired")
     # Late console messages (scripts run on load) arrive as events; a no-op round trip collects them.
     time.sleep(0.3)
@@ -277,7 +296,31 @@ def check_page(browser: Chromium, page: Path, *, width: int, height: int = 900,
     return PageCheck(page=page, width=width, title=probe["title"], images=probe["images"],
                      console_errors=_console_errors(browser.events), too_wide=probe["wide"],
                      n_too_wide=probe["nWide"], scroll_width=probe["scrollWidth"],
-                     last_column=probe["lastColumn"], answer=probe.get("answer"), height=height, screenshot=shot)
+                     last_column=probe["lastColumn"], answer=probe.get("answer"), height=height, screenshot=shot,
+                     answer_figure=probe.get("answerFigure"), empty_tables=probe.get("emptyTables", 0))
+
+
+@contextlib.contextmanager
+def serve(folder: Path) -> Iterator[str]:
+    """`folder` over HTTP on a free port of 127.0.0.1, for as long as the block runs: a site's pages
+    load their scripts as modules, which a browser refuses from file:// pages. Yields the base URL."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:   # noqa: A002  (the base class's name)
+            pass
+
+    handler = functools.partial(Quiet, directory=str(folder))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as srv:
+        t = threading.Thread(target=srv.serve_forever, daemon=True)
+        t.start()
+        try:
+            yield f"http://127.0.0.1:{srv.server_address[1]}/"
+        finally:
+            srv.shutdown()
+            t.join()
 
 
 def shot_name(page: Path, width: int) -> str:

@@ -35,9 +35,9 @@ class Note:
         return self.text
 
 
-def _png(fig: Any) -> Png:
+def _png(fig: Any, dpi: int = 110) -> Png:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    fig.savefig(buf, format="png", dpi=dpi)
     return Png(buf.getvalue())
 
 
@@ -56,6 +56,22 @@ def show_all(figs: Sequence[Any]) -> None:
 
     for f in figs:
         display(show(f))
+
+
+def answer_figure(st: Study) -> Png | Note:
+    """The answer as a matrix: per (model, workload) and step, the ratio coloured by its verdict, the
+    missing cells' root causes under it (`harness.publish.matrix`)."""
+    from harness.publish import matrix
+    from harness.publish.sections import answer as sec
+
+    if len(_legs(st.canon)) < 2:
+        return Note("_One leg only: there is no step to judge, so no answer matrix; the figures below are absolute._")
+    cells = sec.matrix_cells(sec.answer(st))
+    if not cells:
+        return Note("_No (model, workload) cell was measured on two consecutive legs._")
+    note = ("Ratio: newer over older leg for throughput, older over newer for latency; above 1.00x the newer "
+            "leg is faster.")
+    return _png(matrix.verdict_matrix(matrix.frame(cells), note=note), dpi=matrix.DPI)
 
 
 def ratio_figure(st: Study) -> Png | Note:

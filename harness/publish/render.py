@@ -286,21 +286,19 @@ def find_quarto() -> str | None:
 
 
 def _quarto_project(qmd: Path, dest: Path) -> Path:
-    """A private copy of the report's Quarto project (the qmd, `_quarto.yml` beside it and the filters
-    it names): Quarto writes `.quarto/`, `*.quarto_ipynb` and `index_files/` beside its source, and
-    sweeps whatever `index_files/` it finds there into the output, a stale one from another study's
-    render included. Returns the copy's qmd."""
+    """A private copy of the report's source (the qmd and the filters its header names): Quarto writes
+    `.quarto/`, `*.quarto_ipynb` and `index_files/` beside its source, and sweeps whatever
+    `index_files/` it finds there into the output, a stale one from another study's render included.
+    The project's `_quarto.yml` (the site's) stays behind: the report renders as one file. Returns the
+    copy's qmd."""
     shutil.copy2(qmd, dest / qmd.name)
-    project = qmd.parent / "_quarto.yml"
-    if project.exists():
-        shutil.copy2(project, dest / project.name)
-        filters = (yaml.safe_load(project.read_text(encoding="utf-8")) or {}).get("filters") or []
-        for f in filters:
-            name = f.get("path") if isinstance(f, dict) else f
-            src = qmd.parent / str(name)
-            if isinstance(name, str) and src.is_file():
-                (dest / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(src, dest / name)
+    header, _ = parse_qmd(qmd.read_text(encoding="utf-8"), qmd)
+    for f in header.get("filters") or []:
+        name = f.get("path") if isinstance(f, dict) else f
+        src = qmd.parent / str(name)
+        if isinstance(name, str) and src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
     return dest / qmd.name
 
 
@@ -317,24 +315,23 @@ def _render_quarto(exe: str, qmd: Path, params: dict[str, Any], scratch: Path) -
     with tempfile.TemporaryDirectory(prefix="harness-quarto-") as tmp:
         copy = _quarto_project(qmd, Path(tmp))
         built = copy.parent          # quarto writes beside its source: here, the private copy
-        # keep-md: with it Quarto skips its clean-up, which otherwise deletes index_files/ (the gfm
-        # figures with it) once the self-contained page is written; the copy is thrown away anyway.
-        cmd = [exe, "render", str(copy), "-M", "keep-md:true"]
+        # The cells run once: the first pass executes them and writes REPORT.md, keeping the executed
+        # notebook (keep-ipynb: `index.quarto_ipynb`, its outputs in it); the second renders the page
+        # from that notebook, which Quarto does not execute (--no-execute says so), so the page and
+        # REPORT.md show the same outputs of one execution, at the cost of one. keep-md: with it Quarto
+        # skips its clean-up, which otherwise deletes index_files/ (the gfm figures with it); the copy
+        # is thrown away anyway.
+        cmd = [exe, "render", str(copy), "--to", "gfm", "-M", "keep-md:true", "-M", "keep-ipynb:true"]
         for k, v in params.items():
             cmd += ["-P", f"{k}:{v}"]
-        # Quarto's Jupyter engine runs the kernel of the Python it finds; make that this project's
-        # (QUARTO_PYTHON, and its bin/ first on PATH for `jupyter`), whether or not the venv is
-        # activated, and let the kernel, which starts in the copy, import this checkout's harness.
-        py_bin = str(Path(sys.executable).parent)
-        env = dict(os.environ, QUARTO_PYTHON=os.environ.get("QUARTO_PYTHON", sys.executable),
-                   PATH=os.pathsep.join([py_bin, os.environ.get("PATH", "")]),
-                   PYTHONPATH=os.pathsep.join(p for p in [str(paths.PROJ_ROOT), os.environ.get("PYTHONPATH")] if p))
-        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env=env, check=False)
-        if proc.returncode != 0:
-            line = _quarto_error(proc.stderr + "\n" + proc.stdout)
-            if "ClaimFailed:" in line:
-                raise ClaimFailed(line.split("ClaimFailed:", 1)[-1].strip())
-            raise RenderError(f"quarto render {qmd.name} failed (exit {proc.returncode}): {line}")
+        env = quarto_env()
+        _run_quarto(cmd, cwd=tmp, env=env, name=qmd.name)
+        executed = built / f"{qmd.stem}.quarto_ipynb"
+        if not executed.is_file():
+            raise RenderError(f"quarto render {qmd.name} kept no executed notebook ({executed.name})")
+        notebook = executed.rename(built / f"{qmd.stem}.ipynb")
+        _run_quarto([exe, "render", str(notebook), "--to", "html", "--no-execute", "-M", "keep-md:true"],
+                    cwd=tmp, env=env, name=qmd.name)
         if not (built / "REPORT.md").exists() or not (built / "index.html").exists():
             raise RenderError(f"quarto render {qmd.name} wrote no REPORT.md / index.html")
         md, figs = _quarto_figures((built / "REPORT.md").read_text(encoding="utf-8"), built, scratch)
@@ -346,6 +343,27 @@ def _render_quarto(exe: str, qmd: Path, params: dict[str, Any], scratch: Path) -
         shutil.copy2(built / "index.html", scratch / "index.html")
     (scratch / "REPORT.md").write_text(md, encoding="utf-8")
     return md, figs
+
+
+def quarto_env(**extra: str) -> dict[str, str]:
+    """The environment `quarto render` runs in. Quarto's Jupyter engine runs the kernel of the Python
+    it finds; make that this project's (QUARTO_PYTHON, and its bin/ first on PATH for `jupyter`),
+    whether or not the venv is activated, and let the kernel, which starts in a private copy, import
+    this checkout's harness."""
+    py_bin = str(Path(sys.executable).parent)
+    return dict(os.environ, QUARTO_PYTHON=os.environ.get("QUARTO_PYTHON", sys.executable),
+                PATH=os.pathsep.join([py_bin, os.environ.get("PATH", "")]),
+                PYTHONPATH=os.pathsep.join(p for p in [str(paths.PROJ_ROOT), os.environ.get("PYTHONPATH")] if p),
+                **extra)
+
+
+def _run_quarto(cmd: list[str], *, cwd: str, env: dict[str, str], name: str) -> None:
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, check=False)
+    if proc.returncode != 0:
+        line = _quarto_error(proc.stderr + "\n" + proc.stdout)
+        if "ClaimFailed:" in line:
+            raise ClaimFailed(line.split("ClaimFailed:", 1)[-1].strip())
+        raise RenderError(f"quarto render {name} failed (exit {proc.returncode}): {line}")
 
 
 def _quarto_figures(md: str, built: Path, scratch: Path) -> tuple[str, list[Path]]:

@@ -25,7 +25,7 @@ from functools import wraps
 from harness.publish.card import card_body, card_header, card_text
 from harness.publish.claims import Claim, ClaimParams, Step, findings, steps
 from harness.publish.figure_cells import (
-    Note, Png, coverage_figure, dispersion_figure, drift_figure, ratio_caption_md, ratio_figure, series_figures, show,
+    Note, Png, answer_figure, coverage_figure, dispersion_figure, drift_figure, ratio_caption_md, ratio_figure, series_figures, show,
     show_all,
 )
 from harness.publish.mdtable import align_tables
@@ -71,6 +71,11 @@ def about_md(st: Study) -> str:
                         + ("\n" + notes if notes.strip() else ""))
 
 
+def steps_md(st: Study) -> str:
+    """One sentence per step (how many cells are faster, slower, …), the first lines under the title."""
+    return "\n\n".join(_answer.step_lines(_answer.answer(st))) + "\n"
+
+
 title_md, intro_md = _overview.title_md, _aligned(_overview.intro_md)
 coverage_md, failures_md = _aligned(_data.coverage_md), _aligned(_data.failures_md)
 throughput_md, latency_md = _aligned(_data.throughput_md), _aligned(_data.latency_md)
@@ -89,9 +94,9 @@ history_md, history_figures = _aligned(_history.history_md), _history.history_fi
 
 __all__ = [
     "QMD", "Claim", "ClaimFailed", "ClaimParams", "Note", "Png", "RenderError", "RenderResult", "Step", "Study",
-    "about_md", "answer_md", "capacity_figures", "capacity_md", "citation_md", "links_md", "notes_md", "ratio_caption_md", "card_body", "card_header", "card_text", "claims_md", "coldstart_md", "sweeptime_md", "coverage_figure", "coverage_md",
+    "about_md", "answer_figure", "answer_md", "capacity_figures", "capacity_md", "citation_md", "links_md", "notes_md", "ratio_caption_md", "card_body", "card_header", "card_text", "claims_md", "coldstart_md", "sweeptime_md", "coverage_figure", "coverage_md",
     "crosscheck_section_md", "diagnostics_intro_md", "dispersion_figure", "drift_figure", "failures_md", "findings", "headline_md", "history_figures", "history_md",
     "intro_md", "latency_md", "profile_md", "limitations_md", "load_study", "ratio_figure", "render", "series_canons",
-    "series_figures", "show", "show_all", "side_records_md", "sources_md", "stack_md", "steps", "supporting_md",
+    "series_figures", "show", "show_all", "side_records_md", "sources_md", "stack_md", "steps", "steps_md", "supporting_md",
     "throughput_md", "title_md", "tristate",
 ]

@@ -20,6 +20,7 @@ from harness.analyze.stats import Ratio, band_side
 from harness.analyze.tables import _legs, cell_ratio, study_alpha, study_margin, ticked
 from harness.publish import wording as w
 from harness.publish.claims.base import cells_by_key, table_rows
+from harness.publish.matrix import MatrixCell
 from harness.publish.study import Study
 
 # A study with at most this many (model, workload, step) cells shows every one of them; a larger
@@ -226,6 +227,43 @@ def _summary(st: Study, cells: list[Cell], shown: list[Cell]) -> list[str]:
                      f"95% interval that excludes 1.00x) or miss a side; the other {len(cells) - len(shown)} are "
                      f"in \"Full data\".")
     return lines
+
+
+def verdict_class(c: Cell) -> str:
+    """The cell's class in the answer figure (`harness.publish.matrix.CLASSES`): faster / slower where
+    the ratio left the band (or its interval excludes 1.00x), equivalent where an equivalence test says
+    so, missing where a side is, undecided otherwise (a single pass within the band, an interval that
+    contains 1.00x)."""
+    if c.side == "missing":
+        return "missing"
+    if c.side in ("above", "below"):
+        return "faster" if c.side == "above" else "slower"
+    return "equivalent" if c.verdict.startswith("equivalent") else "undecided"
+
+
+def matrix_cells(ans: Answer) -> list[MatrixCell]:
+    """Every cell of the answer, as the answer figure draws it; a workload shown under more than one
+    kind is named with its kind."""
+    kinds: dict[tuple[str, str], set[str]] = {}
+    for c in ans.cells:
+        kinds.setdefault((c.model, c.workload), set()).add(c.kind)
+    return [MatrixCell(model=c.model, step=c.step, ratio=c.ratio, verdict=verdict_class(c),
+                       workload=c.workload + (f" ({c.kind})" if len(kinds[(c.model, c.workload)]) > 1 else ""),
+                       cause=c.note if c.side == "missing" else "") for c in ans.cells]
+
+
+def step_lines(ans: Answer) -> list[str]:
+    """One sentence per step, first on the page: how many of its cells are faster, slower, equivalent,
+    undecided and missing."""
+    out = []
+    for step in dict.fromkeys(c.step for c in ans.cells):
+        classes = [verdict_class(c) for c in ans.cells if c.step == step]
+        counts = {k: classes.count(k) for k in ("faster", "slower", "equivalent", "undecided", "missing")}
+        parts = [f"{k} on {n}" for k, n in counts.items() if n or k in ("faster", "slower")]
+        out.append(f"**{step}:** " + ", ".join(parts) + f" of {w.n(len(classes), '(model, workload) cell')}"
+                   + (" (the letters under the figure give each missing cell's root cause)" if counts["missing"] else "")
+                   + ".")
+    return out
 
 
 def _ratio_text(c: Cell) -> str:

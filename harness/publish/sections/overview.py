@@ -12,9 +12,20 @@ from harness.publish.locate import rel
 from harness.publish.study import Study
 
 
+def short_title(st: Study) -> str:
+    """The page's title: the study's name and its legs ("cpu-tiny: 0.27 → 0.32"); study.yaml's title,
+    a sentence, is the subtitle under it."""
+    labels = [lb for _, lb in _legs(st.canon)]
+    return f"{st.canon.study.name}: {' → '.join(labels)}" if labels else st.canon.study.name
+
+
 def title_md(st: Study) -> str:
+    """The short title as the page's one level-1 heading, then study.yaml's title in italics (Quarto's
+    filter makes it the subtitle)."""
     s = st.canon.study
-    return f"# {s.title or s.name}\n"
+    short = short_title(st)
+    long = s.title.strip() if s.title else ""
+    return f"# {short}\n" + (f"\n_{long}_\n" if long and long != short else "")
 
 
 def devices(canon: Canonical) -> list[str]:
