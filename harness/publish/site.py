@@ -23,6 +23,7 @@ import yaml
 
 from harness.core import paths
 from harness.core.errors import UserError
+from harness.schema import outdir
 
 SITE_QMD = paths.PROJ_ROOT / "site.qmd"
 NOTEBOOKS_OUT = "site-notebooks"   # the executed notebooks the site renders (git ignores it)
@@ -123,11 +124,13 @@ def execute_notebooks(src: Path, dest: Path) -> list[Path]:
 
 def build_site(reports: dict[str, Path], out: Path, *, results: Path = paths.RESULTS, notebooks: bool = False,
                quarto: str | None = None) -> Path:
-    """The site of the studies in `reports` (study name → its rendered report folder) into `out`
-    (replaced), built by `quarto render` on a private copy of the project; with `notebooks`, the
-    diagnostic notebooks too (executed first: slow). Returns `out/index.html`."""
+    """The site of the studies in `reports` (study name → its rendered report folder) into `out`,
+    built by `quarto render` on a private copy of the project; with `notebooks`, the diagnostic
+    notebooks too (executed first: slow). Returns `out/index.html`. `out` is new, empty, or a site
+    this function wrote (its marker): any other folder is refused before anything is rendered."""
     from harness.publish.render import RenderError, _quarto_error, find_quarto, quarto_env
 
+    outdir.check_folder(out, verb="site", replace=True)
     exe = quarto or find_quarto()
     if exe is None:
         raise UserError("quarto: command not found on PATH or in .cache/quarto (`make quarto` installs it)")
@@ -159,7 +162,7 @@ def build_site(reports: dict[str, Path], out: Path, *, results: Path = paths.RES
         if proc.returncode != 0:
             raise RenderError(f"quarto render (site) failed (exit {proc.returncode}): "
                               f"{_quarto_error(proc.stderr + chr(10) + proc.stdout)}")
-        if out.exists():
-            shutil.rmtree(out)
-        shutil.copytree(proj / "_site", out)
+        # Written aside and moved into place; only a folder carrying this function's marker is replaced.
+        with outdir.output_dir(out, verb="site", replace=True) as aside:
+            shutil.copytree(proj / "_site", aside, dirs_exist_ok=True)
     return out / "index.html"
