@@ -106,8 +106,8 @@ def _spec(tmp_path: Path, capacity: dict, num_prompts: int = 8) -> SimpleNamespa
     return SimpleNamespace(workload=SimpleNamespace(work=work), timeout_s=600, model=model)
 
 
-def _groups(n_probes: int, num_prompts: int) -> list[list[list[int]]]:
-    return [[[20 + i, 1, 2, 3] for i in range(num_prompts)] for _ in range(n_probes)]
+def _build(n: int, seed: int) -> list[list[int]]:
+    return [[20 + i, 1, 2, 3] for i in range(n)]
 
 
 def test_search_on_a_fake_server_finds_the_known_concurrency(fake_server, tmp_path):
@@ -115,7 +115,7 @@ def test_search_on_a_fake_server_finds_the_known_concurrency(fake_server, tmp_pa
     decl = {"axis": "concurrency", "slo": SLO, "search": {"lo": 1, "hi": 16, "max_probes": 8}}
     cap = spec.parse(decl)
     block, points = srv.run_search(_FakeServer(fake_server, tmp_path), _spec(tmp_path, decl), cap,
-                                   _groups(8, 8), time.monotonic())
+                                   _build, [], time.monotonic())
     assert block.status == "found" and abs(block.capacity - 4) <= 1
     assert block.bracket_high - block.bracket_low == 1
     # Bracket 1, 2, 4, 8, then bisect: each probe a recorded point, each bound with its interval.
@@ -135,15 +135,32 @@ def test_search_stops_failed_when_the_server_dies_mid_search(fake_server, tmp_pa
     _FakeLoadServer.die_after = 8 + 8 + 3          # two probes of 8 requests, then dies inside the third
     decl = {"axis": "concurrency", "slo": SLO, "search": {"lo": 1, "hi": 16, "max_probes": 8}}
     block, points = srv.run_search(_FakeServer(fake_server, tmp_path), _spec(tmp_path, decl), spec.parse(decl),
-                                   _groups(8, 8), time.monotonic())
+                                   _build, [], time.monotonic())
     assert block.status == "failed" and block.capacity is None and len(block.probes) == 3
     assert [p.passed for p in block.probes] == [True, True, None]
     assert points[2].status == "failed" and "exited with code 1 during the point" in points[2].reason
     assert "probe 2 (concurrency 4) could not be measured" in block.stop
     # A server already gone is not probed again.
     block2, points2 = srv.run_search(_FakeServer(fake_server, tmp_path), _spec(tmp_path, decl), spec.parse(decl),
-                                     _groups(8, 8), time.monotonic())
+                                     _build, [], time.monotonic())
     assert block2.status == "failed" and "before the probe" in points2[0].reason
+
+
+def test_probe_s_sizes_each_probe_by_its_rate_and_only_on_the_rate_axis(fake_server, tmp_path):
+    # 2 prompts at least, else 0.5 s of arrivals: 4 req/s -> 2, 8 -> 4, 16 -> 8 requests.
+    decl = {"axis": "request_rate", "slo": {"goodput_share_min": 0.5},
+            "search": {"lo": 4, "hi": 16, "max_probes": 4, "probe_s": 0.5}}
+    cap = spec.parse(decl)
+    assert [spec.probe_requests(cap, 2, v) for v in (1, 4, 8, 16.5)] == [2, 2, 4, 9]
+    sent: list = []
+    block, points = srv.run_search(_FakeServer(fake_server, tmp_path), _spec(tmp_path, decl, num_prompts=2), cap,
+                                   _build, sent, time.monotonic())
+    assert block.status == "at_least_hi" and [p.value for p in block.probes] == [4, 8, 16]
+    assert [len(g) for g in sent] == [2, 4, 8] == [p.metrics.requests for p in points]
+    assert "0.5 s of arrivals" in block.method
+    with pytest.raises(spec.CapacityError, match="search.probe_s: only the request_rate axis"):
+        spec.parse({"axis": "concurrency", "slo": {"goodput_share_min": 0.5},
+                    "search": {"lo": 1, "hi": 4, "probe_s": 1}})
 
 
 def _fake_probe(passes: callable):
@@ -211,8 +228,10 @@ BAD = [
     ("ttft_ms: {p: 99, max: 500}", "ttft: {p: 99, max: 500}", "capacity.slo.ttft: unknown key"),
     ("goodput_share_min: 0.99", "goodput_share_min: 1.5", "capacity.slo.goodput_share_min: 1.5 should be in (0, 1]"),
     ("axis: request_rate", "axis: tokens", "capacity.axis: 'tokens' is not one of request_rate, concurrency"),
-    ("lo: 1, hi: 64", "lo: 4, hi: 2", "capacity.search.hi: 2 should be greater than lo (4)"),
+    ("lo: 4, hi: 256", "lo: 4, hi: 2", "capacity.search.hi: 2 should be greater than lo (4)"),
     ("pass_rule: point", "pass_rule: strict", "capacity.pass_rule: 'strict' is not one of point, upper"),
+    ("probe_s: 10", "probe_s: 0", "capacity.search.probe_s: 0 should be greater than 0"),
+    ("probe_s: 10", "probe_s: 100000", "capacity.search.probe_s: 25,600,000 is above the harness's limit of 65,536 requests in the probe at hi"),
 ]
 
 
@@ -338,9 +357,10 @@ def test_a_sweep_records_the_search_and_a_dying_server_fails_the_run(tmp_path, f
     assert len(rec.serve.points) == len(cap.probes) and cap.declared["axis"] == "concurrency"
     assert rec.serve.slo_tpot_ms == 22            # the search's own bound judges each point's goodput
     if modality == "image":
-        # Every probe's images are built before the first (max_probes groups): the same set on every leg,
-        # however far each leg's search goes.
-        assert rec.serve.inputs.images == 8 * 8 and len(rec.serve.inputs.images_sha256) == 64
+        # Each probe's images are built as it starts, from its own seed: what the run sent, in order.
+        sent = sum(p.metrics.requests for p in rec.serve.points)
+        assert rec.serve.inputs.images == sent == 8 * len(cap.probes)
+        assert len(rec.serve.inputs.images_sha256) == 64
         assert {b["path"] for b in _FakeLoadServer.bodies} == {"/v1/chat/completions"}
     else:
         assert rec.serve.inputs is None and {b["path"] for b in _FakeLoadServer.bodies} == {"/v1/completions"}

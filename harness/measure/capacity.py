@@ -43,8 +43,10 @@ def method(cap: Capacity) -> str:
     s = cap.search
     mid = "integer" if cap.axis == "concurrency" else "geometric"
     tol = "top - bottom <= 1" if cap.axis == "concurrency" else f"top / bottom - 1 <= {s.rel_tol:g}"
+    each = "" if s.probe_s is None else (f"; each probe sends num_prompts requests or {s.probe_s:g} s of "
+                                         "arrivals at its rate, whichever is more")
     return (f"bracket from {s.lo:g} (x{s.growth:g} per pass, at most {s.hi:g}), then bisect at the {mid} "
-            f"midpoint until {tol}; at most {s.max_probes} probes")
+            f"midpoint until {tol}; at most {s.max_probes} probes{each}")
 
 
 def _log_binom_pmf(k: int, n: int, q: float) -> float:

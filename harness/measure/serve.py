@@ -37,6 +37,7 @@ from harness.schema.wire import WorkerResult
 from harness.workloads import serve as kind
 from harness.workloads import text
 from harness.workloads.base import sha256_json
+from harness.workloads import capacity as capacity_spec
 from harness.workloads.capacity import Capacity
 
 SERVER = Path(__file__).resolve().parent / "worker" / "serve_server.py"
@@ -160,20 +161,26 @@ def recorded_vocab(run_dir: Path) -> int | None:
 SERVED_MODALITIES = ("text", "image")
 
 
-def prompts_for(work: dict[str, Any], vocab: int) -> tuple[list[list[Any]], list[Any], ServeInputs | None]:
-    """Per point its prompts, the warm-up prompts and what an image workload sent: seeded token ids, or
-    seeded chat requests with images, identical on every leg."""
+def prompt_builder(work: dict[str, Any], vocab: int) -> tuple[kind.Build, serve_inputs.ImageSet | None]:
+    """What builds a point's prompts from (count, seed): seeded token ids, or seeded chat requests with
+    images (identical on every leg; the ImageSet gathers the hashes of every image built)."""
     if work.get("modality", "text") == "image":
         images = serve_inputs.ImageSet()
 
         def chat(n: int, seed: int) -> list[Any]:
             return serve_inputs.image_requests(work, n, seed, images)
-        groups, warm = kind.prompt_groups(work, chat), kind.warmup_prompts(work, chat)
-        return groups, warm, images.record()
+        return chat, images
 
     def build(n: int, seed: int) -> list[Any]:
         return text.token_ids(n, work["input_len"], vocab, seed)
-    return kind.prompt_groups(work, build), kind.warmup_prompts(work, build), None
+    return build, None
+
+
+def prompts_for(work: dict[str, Any], vocab: int) -> tuple[list[list[Any]], list[Any], ServeInputs | None]:
+    """Per grid point its prompts, the warm-up prompts and what an image workload sent."""
+    build, images = prompt_builder(work, vocab)
+    groups, warm = kind.prompt_groups(work, build), kind.warmup_prompts(work, build)
+    return groups, warm, images.record() if images else None
 
 
 def _slo(work: dict[str, Any]) -> tuple[float, float]:
@@ -221,7 +228,13 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
             if vocab is None:
                 raise _Refused("no model files on disk to draw prompt ids from (serve needs config.json or "
                                "tokenizer.json)")
-            groups, warm, inputs = prompts_for(work, vocab)
+            if cap is None:
+                groups, warm, inputs = prompts_for(work, vocab)
+            else:
+                # A probe's size depends on the rate probed (search.probe_s): its prompts are built when
+                # it runs, from the probe's own seed, so the same probe on two legs sends the same requests.
+                build, images = prompt_builder(work, vocab)
+                warm = kind.warmup_prompts(work, build)
             emit(run_dir, "warmup_start", requests=len(warm))
             w0 = time.monotonic()
             if warm:
@@ -231,7 +244,8 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
             warm_s = time.monotonic() - w0
             emit(run_dir, "warmup_end", seconds=warm_s)
             if cap is not None:
-                block, points = run_search(server, spec, cap, groups, t0)
+                block, points = run_search(server, spec, cap, build, groups, t0)
+                inputs = images.record() if images else None
                 if block.status == "failed":
                     status, failure_reason = "failed", f"capacity search: {block.stop}"
                     if points and "timed out" in points[-1].reason:
@@ -313,9 +327,10 @@ def failed_point(p: kind.Point, work: dict[str, Any], instance: int, reason: str
                       seed=kind.point_seed(work, p.index), status="failed", reason=reason, server_instance=instance)
 
 
-def run_search(server: Server, spec: RunSpec, cap: Capacity, groups: list[list[Any]], t0: float
-               ) -> tuple[CapacitySearch, list[ServePoint]]:
-    """The capacity search on this run's server: probe `step` sends prompt group `step`."""
+def run_search(server: Server, spec: RunSpec, cap: Capacity, build: kind.Build, sent: list[list[Any]],
+               t0: float) -> tuple[CapacitySearch, list[ServePoint]]:
+    """The capacity search on this run's server: probe `step` sends the prompts of seed point_seed(step),
+    as many as capacity.probe_requests asks at its value; each probe's prompts are appended to `sent`."""
     work = spec.workload.work
 
     def probe(step: int, value: float, phase: str) -> tuple[ServePoint, list[loadgen.RequestResult] | None]:
@@ -327,8 +342,13 @@ def run_search(server: Server, spec: RunSpec, cap: Capacity, groups: list[list[A
             return failed_point(p, work, server.starts, f"run timed out after {spec.timeout_s:.0f} s"), None
         if not server.alive():
             return failed_point(p, work, server.starts, f"{server.exit_reason()} before the probe"), None
-        emit(server.run_dir, "probe", step=step, search_phase=phase, axis=cap.axis, value=value)
-        point, run = _measure(server, spec, p, groups[step])
+        n = capacity_spec.probe_requests(cap, work["num_prompts"], value)
+        emit(server.run_dir, "probe", step=step, search_phase=phase, axis=cap.axis, value=value, requests=n)
+        prompts = build(n, kind.point_seed(work, step))
+        point, run = _measure(server, spec, p, prompts)
+        # Chat requests carry their images (~150 KB each at 224x224): keep only their hash once sent.
+        sent.append([{"prompts_sha256": sha256_json(prompts)}] if prompts and isinstance(prompts[0], dict)
+                    else prompts)
         return point, (run.results if point.status == "ok" and run is not None else None)
 
     block, points = search.search(cap, work["capacity"], probe)

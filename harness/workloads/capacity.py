@@ -7,7 +7,7 @@ looks for the highest load that still meets it (docs/capacity.md).
         ttft_ms: {p: 99, max: 500}    # the p-th percentile over a probe's requests, at most `max`
         tpot_ms: {p: 99, max: 50}
         goodput_share_min: 0.99       # share of a probe's requests meeting every bound, at least this
-      search: {lo: 0.5, hi: 32, growth: 2, rel_tol: 0.1, max_probes: 10, concurrency: 64}
+      search: {lo: 0.5, hi: 32, growth: 2, rel_tol: 0.1, max_probes: 10, concurrency: 64, probe_s: 20}
       confidence: 0.95                # of each percentile's order-statistic interval
       pass_rule: point                # point: the estimate within the bound; upper: the interval's top
 
@@ -48,6 +48,10 @@ class Search:
     rel_tol: float = 0.1      # bisecting stops once the bracket's top is within this of its bottom
     max_probes: int = 10
     concurrency: int | None = None   # the request_rate axis: requests in flight at most (None: num_prompts)
+    # The request_rate axis: each probe's arrivals span at least this many seconds. A fixed count of
+    # requests at a high rate arrives in a second or two, too short for a queue to build: a server can
+    # pass a rate it could never sustain. None: every probe sends num_prompts.
+    probe_s: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,7 +101,7 @@ def _bound(key: str, raw: Any, metric: str) -> Bound:
 
 
 def _search(key: str, raw: Any, axis: str) -> Search:
-    raw = _keys(key, raw, ("lo", "hi", "growth", "rel_tol", "max_probes", "concurrency"))
+    raw = _keys(key, raw, ("lo", "hi", "growth", "rel_tol", "max_probes", "concurrency", "probe_s"))
     for k in ("lo", "hi"):
         if k not in raw:
             raise CapacityError(f"{key}.{k}: missing (the lowest and highest {axis} the search may probe)")
@@ -127,7 +131,25 @@ def _search(key: str, raw: Any, axis: str) -> Search:
         if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
             raise CapacityError(f"{key}.concurrency: {conc!r} should be an integer of at least 1")
         limits.at_most(f"{key}.concurrency", conc, limits.MAX_CONCURRENCY, "requests in flight")
-    return Search(lo=lo, hi=hi, growth=growth, rel_tol=rel_tol, max_probes=probes, concurrency=conc)
+    probe_s = raw.get("probe_s")
+    if probe_s is not None:
+        if axis != "request_rate":
+            raise CapacityError(f"{key}.probe_s: only the request_rate axis spreads arrivals over time")
+        probe_s = _num(f"{key}.probe_s", probe_s)
+        if not probe_s > 0:
+            raise CapacityError(f"{key}.probe_s: {probe_s:g} should be greater than 0 (seconds of arrivals)")
+        limits.at_most(f"{key}.probe_s", probe_s, limits.MAX_TIMEOUT_S, "seconds (a week)")
+        limits.at_most(f"{key}.probe_s", math.ceil(hi * probe_s), limits.MAX_PROMPTS,
+                       "requests in the probe at hi (hi x probe_s)")
+    return Search(lo=lo, hi=hi, growth=growth, rel_tol=rel_tol, max_probes=probes, concurrency=conc,
+                  probe_s=probe_s)
+
+
+def probe_requests(cap: Capacity, num_prompts: int, value: float) -> int:
+    """How many requests the probe at `value` sends: num_prompts, or more where probe_s asks for more."""
+    if cap.axis != "request_rate" or cap.search.probe_s is None:
+        return num_prompts
+    return max(num_prompts, math.ceil(value * cap.search.probe_s))
 
 
 def parse(raw: Any, key: str = "capacity") -> Capacity:
