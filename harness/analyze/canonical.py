@@ -92,10 +92,19 @@ def _fmt(v: object) -> str:
     return str(v)
 
 
+def _searches(g: pd.DataFrame) -> bool:
+    """A capacity search sends as many requests as its path of probes needs, and legs take different
+    paths: its same work is its declaration (in the fingerprint), not its request count or hash."""
+    return "workload_spec" in g.columns and bool(g["workload_spec"].map(
+        lambda s: isinstance(s, dict) and s.get("capacity") is not None).all())
+
+
 def _work_exclusions(cand: pd.DataFrame) -> dict[int, str]:
     """Index -> reason for runs whose work differs from the (model, workload)'s majority."""
     out: dict[int, str] = {}
     for (model, workload), g in cand.groupby(["model", "workload"], sort=False):
+        if _searches(g):
+            continue
         for col in ("num_seqs", "output_tokens"):
             vals = g[col].dropna()
             if vals.nunique() <= 1:
@@ -118,6 +127,8 @@ def _different_work(used: pd.DataFrame, series: str, arm: str) -> list[str]:
     out = []
     keys = [k for k in WORK_KEYS if k in used.columns]
     for (model, workload), g in used.groupby(["model", "workload"], sort=False):
+        if _searches(g):
+            continue
         for col in keys:
             have = [(r["leg"], r[col], r["run_dir"]) for r in g.to_dict("records") if _present(r[col])]
             first = have[0] if have else None
