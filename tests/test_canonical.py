@@ -89,6 +89,22 @@ def test_work_that_differs_without_a_majority_excludes_every_run(tmp_path):
     assert all("no majority" in r for r in _reasons(canon).values()) and len(_reasons(canon)) == 2
 
 
+def test_capacity_searches_are_compared_whatever_their_request_counts(tmp_path):
+    # Two legs' searches took different paths (different probes, so different request counts and
+    # hashes): their same work is the declaration, and neither is excluded. A grid workload beside
+    # them whose counts differ is still excluded.
+    d = tmp_path / "s"
+    spec = {"kind": "throughput", "capacity": {"axis": "request_rate"}}
+    for leg, label, n, sha in (("gpu-0.18.0", "0.18", 340, "a"), ("gpu-0.26.0", "0.26", 1217, "b")):
+        write_run(d, record_dict(leg=leg, leg_label=label, workload="cap", value=10.0, workload_spec=spec,
+                                 work={"num_seqs": n, "output_tokens": n * 64, "prompts_sha256": sha}))
+    for leg, label, n in (("gpu-0.18.0", "0.18", 100), ("gpu-0.26.0", "0.26", 90)):
+        write_run(d, record_dict(leg=leg, leg_label=label, value=10.0, work={"num_seqs": n}))
+    canon = canonicalize(load(d))
+    assert set(canon.cells["workload"]) == {"cap"} and len(canon.cells) == 2
+    assert len(_reasons(canon)) == 2 and all("no majority" in r for r in _reasons(canon).values())
+
+
 def test_work_not_recorded_is_not_compared(tmp_path):
     d = simple_study(tmp_path / "s", {("0.18", "m", "mixed"): [10.0]})
     write_run(d, record_dict(leg="gpu-0.26.0", leg_label="0.26", model="m", value=20.0, work={}))
