@@ -40,13 +40,13 @@ def _serve(known: float) -> dict:
                        capacity=block).model_dump(mode="json")
 
 
-def _study(tmp_path: Path, caps: dict[str, list[float]], **extra) -> Path:
+def _study(tmp_path: Path, caps: dict[str, list[float]], tok_s=lambda known: 4 * known, **extra) -> Path:
     d = tmp_path / "cap"
     write_study_yaml(d, LEGS, **extra)
     for leg, label in LEGS:
         for i, known in enumerate(caps[label], start=1):
             write_run(d, record_dict(leg=leg, leg_label=label, model="tiny-llama", workload="capacity-text",
-                                     kind="serve", repeat=i, metrics={"output_tok_s": 4 * known},
+                                     kind="serve", repeat=i, metrics={"output_tok_s": tok_s(known)},
                                      manifest={"device": "Intel(R) Xeon(R) Processor (2 cores)"}, serve=_serve(known)))
     return d
 
@@ -85,6 +85,18 @@ def test_equal_capacities_are_equivalent_within_the_margin_and_censored_runs_sta
     d2 = _study(tmp_path / "b", {"0.27": [4.0, 4.0, 100.0], "0.32": [4.0, 4.0, 4.0]})
     legs = acap.per_leg(acap.searches(report.load_study(d2).canon)).set_index("leg")
     assert legs.loc["cpu-0.27.1", "repeats"] == 2 and "1 at_least_hi" in legs.loc["cpu-0.27.1", "statuses"]
+
+
+def test_the_answer_of_a_capacity_search_is_the_capacity_ratio_not_peak_throughput(tmp_path):
+    # Peak throughput over the probes falls from 0.27 to 0.32 here while the capacity doubles: the
+    # answer's cell must say what the capacity section says.
+    from harness.publish.sections.answer import answer
+    d = _study(tmp_path, {"0.27": [4.0, 4.2, 3.9], "0.32": [8.0, 8.3, 7.9]}, tok_s=lambda known: 100 / known)
+    st = report.load_study(d)
+    (cell,) = answer(st).cells
+    r = section.capacity(st).ratios.iloc[0]["ratio"]
+    assert cell.ratio == pytest.approx(r.value) and cell.ratio > 1.8 and cell.verdict == "faster"
+    assert "capacity at the SLO" in cell.note
 
 
 def test_interval_over_repeats_is_the_log_t_interval():

@@ -13,10 +13,11 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from harness import workloads
+from harness.analyze import capacity as acap
 from harness.analyze import rounding
 from harness.analyze.equivalence import DIFFERENT, equivalence_by_step
 from harness.analyze.significance import decide_table
-from harness.analyze.stats import Ratio, band_side
+from harness.analyze.stats import Ratio, band_side, ratio
 from harness.analyze.tables import _legs, cell_ratio, study_alpha, study_margin, ticked
 from harness.publish import wording as w
 from harness.publish.claims.base import cells_by_key, table_rows
@@ -93,6 +94,7 @@ def answer(st: Study) -> Answer:
     out: list[Cell] = []
     tests: list[tuple[int, Ratio]] = []   # (index in out, its ratio): decided together below
     margin, _ = study_margin(canon)
+    capacities = _capacities(canon)
     for kind in workloads.KINDS:
         metric = workloads.metric_of(kind)
         printed = rounding.printed_ratios(st.root, kind, labels) if st.transcribed else {}
@@ -106,10 +108,17 @@ def answer(st: Study) -> Answer:
                     out.append(Cell(model=model, workload=workload, kind=kind, step=step, ratio=None, low=None,
                                     high=None, interval=None, verdict="missing", side="missing", note=note))
                     continue
-                rt = cell_ratio(canon, a, b, workloads.metric_of(kind), margin=margin)
+                notes = [x for x in (_pinned(att, old, lo, model), _pinned(att, new, ln, model)) if x]
+                caps = capacities.get((model, workload))
+                if caps is not None:
+                    # A capacity search answers with the load it held at the SLO; the serve kind's own
+                    # metric (peak throughput over the probes, failing ones included) is not the answer.
+                    rt = ratio(caps.get(old, []), caps.get(new, []), higher_is_better=True, margin=margin)
+                    notes.append("capacity at the SLO (req/s), not throughput")
+                else:
+                    rt = cell_ratio(canon, a, b, workloads.metric_of(kind), margin=margin)
                 tests.append((len(out), rt))
                 low, high, interval = rt.low, rt.high, "95% Welch-t" if rt.low is not None else None
-                notes = [x for x in (_pinned(att, old, lo, model), _pinned(att, new, ln, model)) if x]
                 pr, dis = None, False
                 transcribed = "transcribed" in (a["provenance"], b["provenance"])
                 if transcribed and rt.value is not None and rt.n_old == 1 and rt.n_new == 1:
@@ -149,6 +158,19 @@ def answer(st: Study) -> Answer:
              or c.answers == DIFFERENT]
     shown = _merge_missing(out if len(out) <= SHOW_ALL else moved)
     return Answer(summary=_summary(st, out, shown), cells=out, shown=shown)
+
+
+def _capacities(canon) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """(model, workload) -> leg -> the capacities its canonical searches found (harness.analyze.capacity)."""
+    found = acap.searches(canon)
+    if found.empty:
+        return {}
+    ok = found[found["status"].isin(acap.MEASURED)].dropna(subset=["capacity"])
+    out: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for (model, wl), g in found.groupby(["model", "workload"], sort=False):
+        sel = ok[(ok["model"] == model) & (ok["workload"] == wl)]
+        out[(model, wl)] = {leg: [float(x) for x in h["capacity"]] for leg, h in sel.groupby("leg")}
+    return out
 
 
 def _merge_missing(cells: list[Cell]) -> list[Cell]:
