@@ -97,6 +97,7 @@ def test_the_answer_of_a_capacity_search_is_the_capacity_ratio_not_peak_throughp
     r = section.capacity(st).ratios.iloc[0]["ratio"]
     assert cell.ratio == pytest.approx(r.value) and cell.ratio > 1.8 and cell.verdict == "faster"
     assert "capacity at the SLO" in cell.note
+    assert answer(st).summary[0].startswith("**Serving: capacity at the SLO (req/s, higher is better):**")
 
 
 def test_interval_over_repeats_is_the_log_t_interval():

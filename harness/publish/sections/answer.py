@@ -27,6 +27,7 @@ from harness.publish.study import Study
 # A study with at most this many (model, workload, step) cells shows every one of them; a larger
 # one shows the cells that moved, or are missing, and counts the rest.
 SHOW_ALL = 24
+CAPACITY_NOTE = "capacity at the SLO (req/s), not throughput"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,7 +115,7 @@ def answer(st: Study) -> Answer:
                     # A capacity search answers with the load it held at the SLO; the serve kind's own
                     # metric (peak throughput over the probes, failing ones included) is not the answer.
                     rt = ratio(caps.get(old, []), caps.get(new, []), higher_is_better=True, margin=margin)
-                    notes.append("capacity at the SLO (req/s), not throughput")
+                    notes.append(CAPACITY_NOTE)
                 else:
                     rt = cell_ratio(canon, a, b, workloads.metric_of(kind), margin=margin)
                 tests.append((len(out), rt))
@@ -219,6 +220,8 @@ def _summary(st: Study, cells: list[Cell], shown: list[Cell]) -> list[str]:
         miss = [c for c in ks if c.side == "missing"]
         sig = [c for c in ks if c.verdict in ("faster", "slower")]
         title = workloads.metric_of(kind).title.split(" (")[0].lower()
+        if all(CAPACITY_NOTE in c.note for c in ks if c.side != "missing"):
+            title = "serving: capacity at the SLO (req/s, higher is better)"
         with_ci = any(c.interval == "95% Welch-t" for c in ks)
         parts = [f"{len(up)} faster", f"{len(down)} slower",
                  f"{len(flat)} within {band:.0%} of 1.00x" + (" or with an interval that contains 1.00x" if with_ci else "")]
