@@ -489,8 +489,8 @@ def latency_vs_load(probes: pd.DataFrame, *, model: str, workload: str,
                     bounds: Sequence[tuple[str, float, float]] = (), capacities: dict[str, float] | None = None,
                     labels: dict[str, str] | None = None) -> Figure:
     """A capacity search's latency-vs-load curve: p50/p90/p99 TTFT and TPOT (ms, log scale) against
-    the offered load, every probe of every repeat (one line per leg and percentile, through the probes
-    in load order), the SLO's bounds as horizontal lines and each leg's capacity as a dotted vertical.
+    the offered load, every probe of every repeat as a dot (one line per leg and percentile through the
+    median at each probed load), the SLO's bounds as horizontal lines and each leg's capacity as a dotted vertical.
     `probes`: harness.analyze.capacity.probes columns; `bounds`: (metric, p, max) as declared."""
     p = probes[(probes["model"] == model) & (probes["workload"] == workload)] if len(probes) else probes
     title = f"Latency vs load: {model} / {workload}"
@@ -510,7 +510,11 @@ def latency_vs_load(probes: pd.DataFrame, *, model: str, workload: str,
             for q, ls in styles.items():
                 col = f"{metric}_{q}_ms"
                 ok = g[g[col].notna()]
-                ax.plot(ok["value"], ok[col], ls, marker="o", ms=3, color=colours[leg], lw=1,
+                # Every probe as a dot; the line through the median at each probed load, so that the
+                # repeats' probes at one load do not draw a zig-zag between them.
+                ax.plot(ok["value"], ok[col], "o", ms=2.5, color=colours[leg], alpha=0.6)
+                med = ok.groupby("value")[col].median()
+                ax.plot(med.index, med.values, ls, color=colours[leg], lw=1,
                         label=f"{(labels or {}).get(leg, leg)} {q}")
             if capacities and capacities.get(leg):
                 ax.axvline(capacities[leg], color=colours[leg], ls=":", lw=1)
@@ -520,6 +524,10 @@ def latency_vs_load(probes: pd.DataFrame, *, model: str, workload: str,
                 ax.annotate(f"SLO p{q:g} ≤ {mx:g} ms", (0.02, mx), xycoords=("axes fraction", "data"), fontsize=7,
                             color="#b2182b", xytext=(0, 3), textcoords="offset points")
         ax.set_xscale("log" if axis == "request_rate" else "linear")
+        if axis == "request_rate":
+            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_major_formatter(ScalarFormatter())
+            ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_yscale("log")
         # Plain numbers at 1, 2, 5 per decade: a bound of 50 ms reads as 50, not 5 x 10^1.
         ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
@@ -531,7 +539,9 @@ def latency_vs_load(probes: pd.DataFrame, *, model: str, workload: str,
     ax = axes[2]
     for leg in legs:
         g = p[p["leg"] == leg].sort_values("value")
-        ax.plot(g["value"], g["goodput_req_s"], "-o", ms=3, lw=1, color=colours[leg], label=(labels or {}).get(leg, leg))
+        ax.plot(g["value"], g["goodput_req_s"], "o", ms=2.5, alpha=0.6, color=colours[leg])
+        med = g.groupby("value")["goodput_req_s"].median()
+        ax.plot(med.index, med.values, "-", lw=1, color=colours[leg], label=(labels or {}).get(leg, leg))
         if capacities and capacities.get(leg):
             ax.axvline(capacities[leg], color=colours[leg], ls=":", lw=1)
     if axis == "request_rate":
@@ -543,6 +553,6 @@ def latency_vs_load(probes: pd.DataFrame, *, model: str, workload: str,
     ax.legend(fontsize=6)
     axes[0].legend(fontsize=6, ncol=2)
     fig.suptitle(title, fontsize=10)
-    _finish(fig, None, "Every probe of every repeat (p50 dotted, p90 dashed, p99 solid); red: the SLO's bound; "
+    _finish(fig, None, "Every probe of every repeat as a dot, lines through the median at each probed load (p50 dotted, p90 dashed, p99 solid); red: the SLO's bound; "
             "dotted verticals: each leg's median capacity; goodput counts the requests meeting every bound.")
     return fig
