@@ -48,7 +48,7 @@ SCENARIO_CASES = [
     ("pass-tokens", lambda d: d["workloads"][0].update(num_prompts=60_000, input_len=1_000_000), [],
      ["workloads[0].num_prompts", "tokens per pass", "2,147,483,648"]),
     ("serve-concurrency", _workload(kind="serve", concurrency=[1, 100_000]), [],
-     ["workloads[0].concurrency[1]", "4,096"]),
+     ["workloads[0].concurrency[1]", "65,536"]),
     ("serve-requests", _workload(kind="serve", num_prompts=10**7), [], ["workloads[0].num_prompts", "65,536"]),
     ("serve-rate", _workload(kind="serve", request_rate=[1e9]), [], ["workloads[0].request_rate[0]", "1,000,000"]),
     ("serve-startup-timeout", _workload(kind="serve", startup_timeout_s=0.001), [],
