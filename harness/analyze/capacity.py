@@ -132,17 +132,29 @@ def per_leg(found: pd.DataFrame, price: Price | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def by_leg(found: pd.DataFrame) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """(model, workload) -> leg -> the capacities its searches measured (status found or max_probes):
+    the samples a capacity ratio is computed from."""
+    if found.empty:
+        return {}
+    ok = found[found["status"].isin(MEASURED)].dropna(subset=["capacity"])
+    out: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for (model, wl), _ in found.groupby(["model", "workload"], sort=False):
+        sel = ok[(ok["model"] == model) & (ok["workload"] == wl)]
+        out[(model, wl)] = {leg: [float(x) for x in h["capacity"]] for leg, h in sel.groupby("leg")}
+    return out
+
+
 def ratios(found: pd.DataFrame, old: str, new: str, *, margin: float | None, alpha: float = ALPHA) -> pd.DataFrame:
     """Per (model, workload): capacity new / old over the repeats that measured one (above 1.00x the
     newer leg holds the SLO at a higher load), its interval and verdict by the significance rule, the
     study's capacity ratios decided together as every table's cells are (`tables.table_verdicts`)."""
     if found.empty:
         return pd.DataFrame()
-    ok = found[found["status"].isin(MEASURED)]
+    caps = by_leg(found)
     rows = []
-    for (model, wl), g in found.groupby(["model", "workload"], sort=False):
-        a = ok[(ok["model"] == model) & (ok["workload"] == wl) & (ok["leg"] == old)]["capacity"].dropna().tolist()
-        b = ok[(ok["model"] == model) & (ok["workload"] == wl) & (ok["leg"] == new)]["capacity"].dropna().tolist()
+    for (model, wl), legs in caps.items():
+        a, b = legs.get(old, []), legs.get(new, [])
         r: Ratio = ratio(a, b, higher_is_better=True, margin=margin, confidence=1 - alpha)
         rows.append({"model": model, "workload": wl, "ratio": r})
     decided = table_verdicts([[row["ratio"] for row in rows]], alpha=alpha)[0]

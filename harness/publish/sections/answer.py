@@ -95,7 +95,7 @@ def answer(st: Study) -> Answer:
     out: list[Cell] = []
     tests: list[tuple[int, Ratio]] = []   # (index in out, its ratio): decided together below
     margin, _ = study_margin(canon)
-    capacities = _capacities(canon)
+    capacities = acap.by_leg(acap.searches(canon))
     for kind in workloads.KINDS:
         metric = workloads.metric_of(kind)
         printed = rounding.printed_ratios(st.root, kind, labels) if st.transcribed else {}
@@ -159,19 +159,6 @@ def answer(st: Study) -> Answer:
              or c.answers == DIFFERENT]
     shown = _merge_missing(out if len(out) <= SHOW_ALL else moved)
     return Answer(summary=_summary(st, out, shown), cells=out, shown=shown)
-
-
-def _capacities(canon) -> dict[tuple[str, str], dict[str, list[float]]]:
-    """(model, workload) -> leg -> the capacities its canonical searches found (harness.analyze.capacity)."""
-    found = acap.searches(canon)
-    if found.empty:
-        return {}
-    ok = found[found["status"].isin(acap.MEASURED)].dropna(subset=["capacity"])
-    out: dict[tuple[str, str], dict[str, list[float]]] = {}
-    for (model, wl), g in found.groupby(["model", "workload"], sort=False):
-        sel = ok[(ok["model"] == model) & (ok["workload"] == wl)]
-        out[(model, wl)] = {leg: [float(x) for x in h["capacity"]] for leg, h in sel.groupby("leg")}
-    return out
 
 
 def _merge_missing(cells: list[Cell]) -> list[Cell]:
