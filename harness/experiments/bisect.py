@@ -52,6 +52,7 @@ from harness.experiments.bisect_legs import ReleaseLegs, given_between, release_
 from harness.experiments.bisect_measure import Measure, Measurement, SweepMeasure, console, stack_of
 from harness.measure import leg as legmod
 from harness.measure.index import index_url, index_versions
+from harness.measure.leg import LegSpec
 from harness.measure.scenario import Scenario, load_scenario, scenario_path
 from harness.schema import record
 from harness.schema import bisect as schema
@@ -285,11 +286,26 @@ def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectR
     good, bad = legmod.load_leg(args.good), legmod.load_leg(args.bad)
     if args.good not in sc.legs:
         raise UserError(f"{sc_file}: leg {args.good!r} is not one of the scenario's legs ({', '.join(sc.legs)})")
+    return bisect_specs(args, good, bad, measure=measure)
+
+
+def bisect_specs(args: BisectArgs, good: LegSpec, bad: LegSpec, *,
+                 measure: Measure | None = None) -> tuple[BisectRecord, Path | None]:
+    """`bisect` between two legs given as specs, which need no leg file: a release history's derived
+    legs (`harness.experiments.history`), whose good leg is a release of the scenario's history rather
+    than one of its `legs`. `args.good`/`args.bad` are not read; the specs' names go into the record."""
+    from harness.schema.outdir import check_root
+
+    check_root(args.results)
+    sc_file = scenario_path(args.scenario)
+    sc = load_scenario(sc_file)
+    if good.name == bad.name:
+        raise UserError(f"bisect: the good and bad leg are the same ({good.name!r}); nothing between to search")
     if good.vllm_dist != bad.vllm_dist:
-        raise UserError(f"{legmod.leg_path(args.bad)}: vllm_dist {bad.vllm_dist} differs from the good leg's "
+        raise UserError(f"{legmod.leg_path(bad.name)}: vllm_dist {bad.vllm_dist} differs from the good leg's "
                         f"{good.vllm_dist}; there are no releases between two distributions")
     if Version(good.vllm_version) == Version(bad.vllm_version):
-        raise UserError(f"{legmod.leg_path(args.bad)}: same vLLM release as the good leg ({good.vllm_version})")
+        raise UserError(f"{legmod.leg_path(bad.name)}: same vLLM release as the good leg ({good.vllm_version})")
     model = _pick([m.name for m in sc.models], args.model, "model", sc_file)
     wl_name = _pick([w.name for w in sc.workloads_for(sc.model(model))], args.workload, "workload", sc_file)
     arm = _pick([a.name for a in sc.arms], args.arm, "arm", sc_file)
@@ -330,7 +346,7 @@ def bisect(args: BisectArgs, *, measure: Measure | None = None) -> tuple[BisectR
         scenario=args.scenario, legs=found.legs, good=good.name, model=model, workload=wl_name, arm=arm,
         metric=metric, repeats=args.repeats, results=args.results, study=name, timeout_s=args.timeout_s,
         offline=args.offline, resume=args.resume, allow_dirty=args.allow_dirty, lock_wait_s=args.lock_wait_s,
-        supersede=args.supersede)
+        supersede=args.supersede, good_spec=None if good.name in sc.legs else good)
     # Chosen before measuring: the record is rewritten there after every step. A record of the same
     # inputs (an earlier or a stopped run of this bisect) is replaced; one of other inputs is kept.
     path = paths.unclobbered(paths.inside(args.results, f"{name}.json"), inputs.model_dump(mode="json"),

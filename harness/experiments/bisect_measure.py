@@ -66,14 +66,21 @@ class SweepMeasure:
 
     def __init__(self, *, scenario: str, legs: dict[str, LegSpec], good: str, model: str, workload: str,
                  arm: str, metric: str, repeats: int, results: Path, study: str, timeout_s: float | None,
-                 offline: bool, resume: bool, allow_dirty: bool, lock_wait_s: float, supersede: bool = False):
+                 offline: bool, resume: bool, allow_dirty: bool, lock_wait_s: float, supersede: bool = False,
+                 good_spec: LegSpec | None = None):
+        """`good_spec`: the good leg's spec where it is no leg of the scenario's `legs` (a history's derived
+        release leg); the run specs are planned on it."""
         self.legs, self.metric, self.offline = legs, metric, offline
         self.resume, self.allow_dirty, self.lock_wait_s = resume, allow_dirty, lock_wait_s
         self.model, self.scenario = model, scenario
+        # Serial whatever the scenario's design: the good leg's runs are templates that every release's
+        # runs copy one by one (a paired plan's rounds are not).
         self.args = SweepArgs(scenario=scenario, results=results, study=study, legs=(good,), models=(model,),
                               workloads=(workload,), arms=(arm,), repeats=repeats, timeout_s=timeout_s,
-                              offline=offline, resume=resume, allow_dirty=allow_dirty, supersede=supersede)
-        self.sc, self.study_dir, self.templates = plan(self.args)
+                              offline=offline, resume=resume, allow_dirty=allow_dirty, supersede=supersede,
+                              design="serial")
+        self.sc, self.study_dir, self.templates = plan(self.args, specs=None if good_spec is None
+                                                       else {good_spec.name: good_spec})
         self.arm_pins = tuple(self.templates[0].spec.arm.pins)
 
     def _envs(self, versions: Sequence[str], out: dict[str, Measurement]) -> dict[str, LegEnv]:

@@ -98,6 +98,42 @@ def index_versions(project: str, *, index: str | None = None, include_pre: bool 
         raise UserError(f"{url}: unreadable project page: {e}") from None
 
 
+def resolver_versions_between(uv: str, project: str, lo: Version, hi: Version, *, limit: int = 50,
+                              timeout_s: float = 120) -> list[Version]:
+    """Every version of `project` strictly between `lo` and `hi` that uv's resolver can install here,
+    ascending, asked of uv itself (`uv pip compile --no-deps --prerelease allow`): the index it is
+    configured with, its default included, so this works where no index URL is set for `index_versions`
+    to read. uv picks the highest version in the range; each answer becomes the next upper bound."""
+    import tempfile
+
+    found: list[Version] = []
+    top = hi
+    with tempfile.TemporaryDirectory(prefix="harness-between-") as tmp:
+        while len(found) < limit:
+            try:
+                out = subprocess.run([uv, "pip", "compile", "--no-deps", "--prerelease", "allow", "--quiet",
+                                      "--no-header", "-"], input=f"{project}>{lo},<{top}\n", capture_output=True,
+                                     text=True, timeout=timeout_s, cwd=tmp)
+            except (OSError, subprocess.SubprocessError) as e:
+                raise UserError(f"uv pip compile {project}>{lo},<{top}: {e}") from None
+            if out.returncode != 0:
+                if "No solution found" in out.stderr or "no version of" in out.stderr.lower():
+                    break   # nothing (more) between
+                tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+                raise UserError(f"uv pip compile {project}>{lo},<{top} failed: {tail}")
+            pin = next((ln.split("==", 1)[1].strip() for ln in out.stdout.splitlines()
+                        if canonicalize_name(ln.split("==", 1)[0].strip()) == canonicalize_name(project)
+                        and "==" in ln), None)
+            if pin is None:
+                break
+            v = Version(pin)
+            if not lo < v < top:
+                break
+            found.append(v)
+            top = v
+    return sorted(found)
+
+
 def lock_versions(lock: str) -> dict[str, str]:
     """name -> version of every `name==version` line of a uv lock."""
     out = {}

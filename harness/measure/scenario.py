@@ -262,6 +262,8 @@ class History(_Strict):
     releases: list[str] = Field(default_factory=list)
     first: str | None = None
     last: str | None = None
+    # After measuring: bisect into each changed step that has builds between its releases.
+    bisect: bool = True
 
     @model_validator(mode="after")
     def _one_range(self) -> "History":
