@@ -5,6 +5,7 @@ between consecutive releases, and in the column of a release where a model has n
 
 from __future__ import annotations
 
+import re
 import statistics
 
 import pandas as pd
@@ -28,13 +29,26 @@ def _why_missing(view: hist.HistoryView, st: Study) -> dict[tuple[str, str], str
     models = sorted({s.model for s in view.series})
     for r in view.record.releases:
         if r.status != "measured":
-            line = (r.reason or r.status).strip().splitlines()[0].strip()   # its summary line
             for m in models:
-                out[(r.leg, m)] = f"{r.status}: {line}"
+                out[(r.leg, m)] = f"{r.status.replace('-', ' ')}: {_short(_reason_line(r.reason or r.status))}"
     att = attributions_by_model(st.ds)
     for a in att.to_dict("records"):
         out.setdefault((a["leg"], a["model"]), f"fails: {a['signature']}")
     return out
+
+
+def _reason_line(reason: str) -> str:
+    """A reason's summary line, without the resolver's platform markers ({platform_machine == ...})."""
+    line = reason.strip().splitlines()[0].strip()
+    return re.sub(r"\{[^{}]*\}", "", line)
+
+
+def _short(line: str, limit: int = 60) -> str:
+    """What a table cell can hold of it: the pin a resolver could not meet, else its start."""
+    m = re.search(r"depends on (\S+==\S+?)[,.]?(?:\s|$)", line)
+    if m:
+        return f"needs {m.group(1)}"
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
 def _cell(p: hist.Point, kind: str, new_level: bool, why: str | None) -> str:
@@ -96,14 +110,53 @@ def history_md(st: Study) -> str:
              else "No step detection: no release has two samples or more.")
     out += ["", ("Where the two passes disagree:" if dis else agree),
             *dis, "", _simulation(view), "", f"Finer builds for a bisect into a changed step: {rec.finer_builds}.", "",
+            *_bisects(rec), *_costs(view, st),
             "| release | leg | status | compat id | torch | transformers | why not measured |",
             "|---|---|---|---|---|---|---|"]
     for r in rec.releases:
-        reason = r.reason.strip().splitlines()[0].strip().replace("|", "\\|") if r.reason else ""
+        reason = _reason_line(r.reason).replace("|", "\\|") if r.reason else ""
         out.append(f"| {r.version} | {r.leg}{' (derived)' if r.derived else ''} | {r.status} | "
                    f"{r.compat_id or '—'} | "
                    f"{r.stack.get('torch', '—')} | {r.stack.get('transformers', '—')} | {reason} |")
     return "\n".join(out) + "\n"
+
+
+def _costs(view: hist.HistoryView, st: Study) -> list[str]:
+    """What each measured release cost here: its env's build, its engines' starts, its timed regions
+    and the runs' wall time (engine start and teardown included), from the run records."""
+    df = st.ds.records
+    if df.empty:
+        return []
+    df = df[df["series"] == st.canon.series] if "series" in df.columns else df
+    out = ["What each release cost on this host (run records; build from history.json):", "",
+           "| release | env | runs | engine starts | engine start, median (s) | timed (s) | runs' wall (s) |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    for r in view.record.releases:
+        d = df[df["leg"] == r.leg]
+        if r.status != "measured" or d.empty:
+            continue
+        # A run that found its group's engine up records 0 s of engine start: count each engine once.
+        first = d["engine_position"].fillna(1) == 1 if "engine_position" in d.columns else d.index == d.index
+        starts = d.loc[first, "engine_init_s"].dropna()
+        env = ("—" if r.build_s is None else
+               f"{'found' if r.env_reused else 'built'} in {r.build_s:.1f} s")
+        out.append(f"| {r.version} | {env} | {len(d)} | {len(starts)} | "
+                   f"{starts.median():.0f} | {d['timed_s'].sum():.0f} | {d['wall_s'].sum():.0f} |"
+                   if len(starts) else
+                   f"| {r.version} | {env} | {len(d)} | 0 | — | {d['timed_s'].sum():.0f} | {d['wall_s'].sum():.0f} |")
+    return [*out, ""]
+
+
+def _bisects(rec) -> list[str]:
+    """The bisects the sweep ran into changed steps (their full records are in the bisect section)."""
+    if not rec.bisects:
+        return []
+    out = ["Bisected changed steps (the search runs on its own after the history is measured):", "",
+           "| model | workload | step | verdict | builds searched | conclusion | record |", "|---|---|---|---|---|---|---|"]
+    for b in rec.bisects:
+        out.append(f"| {ticked(b.model)} | {b.workload} | {b.step} | {b.verdict} | {', '.join(b.between)} | "
+                   f"{b.conclusion.replace('|', chr(92) + '|')} | {'`' + b.record + '`' if b.record else '—'} |")
+    return [*out, ""]
 
 
 def history_figures(st: Study) -> list:
