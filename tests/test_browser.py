@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.core import paths
-from harness.publish.browser import Chromium, check_page, find_chromium, shot_name
+from harness.publish.browser import LEGIBLE_PX, Chromium, check_page, find_chromium, shot_name
 
 CHROMIUM = find_chromium()
 if CHROMIUM is None:
@@ -64,6 +64,22 @@ def test_shipped_report_at_1400px(browser, shots, page):
     assert top < c.height, (c.answer_figure, c.answer)
     if _answer_first(page):
         assert c.empty_tables == 0
+        # Tables wider than the 1000 px column scroll inside their own box (every column reachable);
+        # which ones, for the reader of the test's output.
+        if c.scrolling_tables:
+            print(f"{page.parent.parent.name}: tables that scroll at 1400 px: {c.scrolling_tables}")
+    _legible(page, c)
+
+
+def _legible(page: Path, c) -> None:
+    """Every figure of a page rendered with its text sizes shows its smallest text at LEGIBLE_PX or more
+    (at 400 px through its narrow variant where it has one)."""
+    if "data-text-px" not in page.read_text(encoding="utf-8", errors="replace"):
+        return   # rendered before figures carried their text size
+    figs = [i for i in c.images if i.get("textShown") is not None]
+    assert figs, "the page's figures carry their text size"
+    small = [(i["src"][:60], round(i["textShown"], 1), i["narrow"]) for i in figs if i["textShown"] < LEGIBLE_PX]
+    assert small == [], small
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.parent.parent.name for p in PAGES])
@@ -79,6 +95,7 @@ def test_shipped_report_at_400px_first_table_last_column_reachable(browser, shot
         assert c.scroll_width <= 400 and c.n_too_wide == 0, (c.scroll_width, c.too_wide)
         if c.answer_figure is not None:
             assert c.answer_figure["top"] < c.height and 0 < c.answer_figure["width"] <= 400, c.answer_figure
+    _legible(page, c)
 
 
 BAD_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>bad</title></head><body>
@@ -89,6 +106,7 @@ BAD_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>bad</title
 <script>console.error("boom")</script>
 <table><tr><th>head only</th></tr><tr><td> </td></tr></table>
 <img src="data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==" style="width:0">
+<table style="display:block;overflow-x:auto;max-width:300px"><tr><td style="min-width:900px">wide</td><td>x</td></tr></table>
 </body></html>
 """
 
@@ -105,8 +123,39 @@ def test_the_checks_catch_a_broken_page(browser, tmp_path):
     assert any("missing.png" in e for e in c.console_errors)       # the failed load, as the console logs it
     assert c.n_too_wide >= 1 and any(w.startswith("div") for w in c.too_wide)
     assert c.last_column is not None and c.last_column["visible"] is False and c.last_column["clippedBy"] == "div"
+    assert len(c.scrolling_tables) == 1 and c.scrolling_tables[0].startswith("wide | x"), c.scrolling_tables
     # The same table in a box that scrolls is reachable (the first table is the one checked).
     page.write_text(BAD_PAGE.replace('overflow:hidden"><table><tr><td style="min-width:900px">a</td><td>last', "\"><i"))
     c = check_page(browser, page, width=400)
     assert c.last_column is not None and c.last_column["text"] == "end" and c.last_column["visible"] is True
     assert len(c.problems) == 3
+
+
+def test_a_wide_figure_is_shown_legibly_on_a_phone_only_through_its_narrow_variant(browser, tmp_path):
+    """A real figure of the report (the capacity page's three panels, 11 inches wide) as the page shows
+    it: at 400 px the wide picture alone would show its text at about 3 px; the <picture> gives the phone
+    the narrow variant (panels stacked, 5 inches), whose text is shown at LEGIBLE_PX or more; a desktop
+    gets the wide one."""
+    import pandas as pd
+
+    from harness.publish import figures
+    from harness.publish.figure_cells import show
+
+    probes = pd.DataFrame([{"model": "m", "workload": "w", "axis": "request_rate", "leg": leg, "value": v,
+                            "ttft_p50_ms": 10 * v, "ttft_p90_ms": 12 * v, "ttft_p99_ms": 15 * v,
+                            "tpot_p50_ms": 5.0, "tpot_p90_ms": 6.0, "tpot_p99_ms": 7.0, "goodput_req_s": v}
+                           for leg in ("a", "b") for v in (1.0, 2.0, 4.0, 8.0)])
+    png = show(figures.latency_vs_load(probes, model="m", workload="w"))
+    assert png.narrow is not None and png.narrow_text_px is not None
+    wide_only = png.__class__(png.data, text_px=png.text_px)
+    for name, fig in (("both", png), ("wide-only", wide_only)):
+        (tmp_path / f"{name}.html").write_text(
+            '<!doctype html><html><head><meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'</head><body style="margin:0 15px">{fig.picture_html()}</body></html>')
+    phone = check_page(browser, tmp_path / "both.html", width=400)
+    assert phone.images[0]["narrow"] and phone.images[0]["textShown"] >= LEGIBLE_PX, phone.images
+    assert phone.problems == [] and phone.scroll_width <= 400
+    desk = check_page(browser, tmp_path / "both.html", width=1400)
+    assert not desk.images[0]["narrow"]
+    bare = check_page(browser, tmp_path / "wide-only.html", width=400)
+    assert bare.images[0]["textShown"] < LEGIBLE_PX and any("text under" in p for p in bare.problems)

@@ -34,9 +34,15 @@ from harness.core.errors import UserError
 _PROBE = r"""
 (() => {
   const vw = document.documentElement.clientWidth;
-  const images = [...document.images].map(i => ({
-    src: (i.getAttribute('src') || '').slice(0, 120), loaded: i.complete && i.naturalWidth > 0,
-    width: i.getBoundingClientRect().width}));
+  // A figure's smallest text as shown: its size in the picture's pixels (data-text-px, or
+  // data-narrow-text-px where the viewport picked the narrow source) times the scale it is drawn at.
+  const images = [...document.images].map(i => {
+    const narrow = i.currentSrc && i.currentSrc !== i.src && i.dataset.narrowTextPx;
+    const px = parseFloat(narrow ? i.dataset.narrowTextPx : i.dataset.textPx);
+    const width = i.getBoundingClientRect().width;
+    return {src: (i.getAttribute('src') || '').slice(0, 120), loaded: i.complete && i.naturalWidth > 0, width,
+            narrow: Boolean(narrow), textShown: (px && i.naturalWidth) ? px * width / i.naturalWidth : null};
+  });
   // Tables with no data cell that holds text (a header and nothing under it, or blank cells).
   const emptyTables = [...document.querySelectorAll('main table, body > table')].filter(
     (t) => ![...t.querySelectorAll('td')].some((c) => c.textContent.trim())).length;
@@ -98,11 +104,22 @@ _PROBE = r"""
     window.scrollTo(0, 0);
     for (let a = cell.parentElement; a; a = a.parentElement) a.scrollLeft = 0;
   }
-  return JSON.stringify({viewport: vw, scrollWidth: document.documentElement.scrollWidth,
+  // Tables wider than their box (they scroll inside it): a reader at a desktop width should not have to.
+  const scrolling = [...document.querySelectorAll('main table, body > table')].filter(
+    (t) => t.scrollWidth > t.clientWidth + 1).map((t) => {
+      const head = t.rows.length ? [...t.rows[0].cells].map((c) => c.textContent.trim()).join(' | ') : '';
+      return `${head.slice(0, 80)} (${t.scrollWidth} > ${t.clientWidth} px)`;
+    });
+  return JSON.stringify({viewport: vw, scrollWidth: document.documentElement.scrollWidth, scrolling,
                          title: document.title, images, wide: wide.slice(0, 20), nWide: wide.length,
                          lastColumn, answer, emptyTables, answerFigure});
 })()
 """
+
+
+# The smallest text a figure may show, in CSS px: a reader on a phone reads 7 px text without zooming
+# (barely); a figure drawn wider than its column shows its 8 pt text at 4 px (harness.publish.narrow).
+LEGIBLE_PX = 7.0
 
 
 @dataclass(kw_only=True)
@@ -121,6 +138,7 @@ class PageCheck:
     answer: dict[str, Any] | None = None   # the answer table: its top (px from the page's top), ratio column
     answer_figure: dict[str, Any] | None = None   # the answer matrix (#fig-answer): its top and width
     empty_tables: int = 0
+    scrolling_tables: list[str] = field(default_factory=list)   # tables wider than their box
     height: int = 900
     screenshot: Path | None = None
     problems: list[str] = field(default_factory=list)
@@ -129,6 +147,10 @@ class PageCheck:
         bad = [i["src"] for i in self.images if not i["loaded"] or not i.get("width", 1)]
         if bad:
             self.problems.append(f"{len(bad)} image(s) did not load or are drawn zero wide: {bad[:3]}")
+        small = [f"{i['src'][:40]}… text {i['textShown']:.1f} px" for i in self.images
+                 if i.get("textShown") is not None and i["textShown"] < LEGIBLE_PX]
+        if small:
+            self.problems.append(f"{len(small)} figure(s) show text under {LEGIBLE_PX:g} px: {small[:3]}")
         if self.empty_tables:
             self.problems.append(f"{self.empty_tables} empty table(s)")
         if self.console_errors:
@@ -297,7 +319,8 @@ def check_page(browser: Chromium, page: Path, *, width: int, height: int = 900,
                      console_errors=_console_errors(browser.events), too_wide=probe["wide"],
                      n_too_wide=probe["nWide"], scroll_width=probe["scrollWidth"],
                      last_column=probe["lastColumn"], answer=probe.get("answer"), height=height, screenshot=shot,
-                     answer_figure=probe.get("answerFigure"), empty_tables=probe.get("emptyTables", 0))
+                     answer_figure=probe.get("answerFigure"), empty_tables=probe.get("emptyTables", 0),
+                     scrolling_tables=probe.get("scrolling", []))
 
 
 @contextlib.contextmanager

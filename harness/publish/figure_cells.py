@@ -17,12 +17,51 @@ from harness.publish.study import Study
 
 @dataclass(frozen=True)
 class Png:
-    """A rendered figure; Jupyter shows it as image/png (so do Quarto and the kernel render)."""
+    """A rendered figure; Jupyter shows it as image/png (so do the kernel render and the markdown
+    report). As HTML (Quarto's page) it is a <picture>: a phone's viewport gets the narrow variant where
+    the figure has one (`harness.publish.narrow`), and each <img> carries the size in its pixels of its
+    smallest text (`data-text-px`), from which a browser check tells how large that text is shown."""
 
     data: bytes
+    text_px: float | None = None
+    narrow: bytes | None = None
+    narrow_text_px: float | None = None
 
-    def _repr_png_(self) -> bytes:
-        return self.data
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, object]:
+        # image/png for every reader (the markdown report, the kernel render, Jupyter, and Quarto's page,
+        # which makes it a numbered figure with its caption); the narrow variant and the text sizes under
+        # a type of their own, which Quarto ignores, and harness.publish.render turns the page's <img>
+        # into the <picture> of `picture_html` after Quarto rendered it. Not a text/html output: Quarto
+        # takes any for a script widget and puts require.js and jQuery from a CDN into the page.
+        import base64
+
+        b64 = base64.b64encode
+        extra = {"text_px": self.text_px, "narrow_text_px": self.narrow_text_px,
+                 "narrow": None if self.narrow is None else b64(self.narrow).decode("ascii")}
+        return {"image/png": b64(self.data).decode("ascii"), PICTURE_MIME: extra}
+
+    def picture_html(self) -> str:
+        import base64
+
+        def uri(b: bytes) -> str:
+            return "data:image/png;base64," + base64.b64encode(b).decode("ascii")
+
+        def px(v: float | None) -> str:
+            return "" if v is None else f' data-text-px="{v:.1f}"'
+
+        # One <img>, whichever source the viewport picks; it carries both sizes, and the browser check
+        # reads the one of the source shown (currentSrc).
+        source = ("" if self.narrow is None else
+                  f'<source media="(max-width: {NARROW_VIEWPORT_PX}px)" srcset="{uri(self.narrow)}">')
+        return (f'<picture>{source}<img src="{uri(self.data)}"{px(self.text_px)}'
+                f'{px(self.narrow_text_px).replace("data-text-px", "data-narrow-text-px")} alt="" '
+                'style="max-width:100%;height:auto"></picture>')
+
+
+# Viewports up to this width get a figure's narrow variant: phones, not a desktop's column.
+NARROW_VIEWPORT_PX = 640
+# The output type that carries a figure's <picture> (see Png._repr_mimebundle_).
+PICTURE_MIME = "application/x-harness-picture+json"
 
 
 @dataclass(frozen=True)
@@ -35,10 +74,23 @@ class Note:
         return self.text
 
 
-def _png(fig: Any, dpi: int = 110) -> Png:
+def _save(fig: Any, dpi: int) -> tuple[bytes, float | None]:
+    from harness.publish.narrow import text_px
+
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
-    return Png(buf.getvalue())
+    return buf.getvalue(), text_px(fig, dpi)
+
+
+def _png(fig: Any, dpi: int = 110) -> Png:
+    """The figure as drawn, and (where it is wider than a phone shows legibly) its narrow variant."""
+    from harness.publish.narrow import narrow
+
+    data, px = _save(fig, dpi)
+    if not narrow(fig):
+        return Png(data, text_px=px)
+    small, small_px = _save(fig, dpi)
+    return Png(data, text_px=px, narrow=small, narrow_text_px=small_px)
 
 
 def show(fig: Any) -> Png | Note:

@@ -550,8 +550,8 @@ def latency_vs_load(probes: pd.DataFrame, *, model: str, workload: str,
     ax.set_xlabel(axes[0].get_xlabel())
     ax.set_ylabel("goodput (req/s)")
     ax.set_title("Goodput")
-    ax.legend(fontsize=6)
-    axes[0].legend(fontsize=6, ncol=2)
+    ax.legend(fontsize=7)
+    axes[0].legend(fontsize=7, ncol=2)
     fig.suptitle(title, fontsize=10)
     _finish(fig, None, "Every probe of every repeat as a dot, lines through the median at each probed load (p50 dotted, p90 dashed, p99 solid); red: the SLO's bound; "
             "dotted verticals: each leg's median capacity; goodput counts the requests meeting every bound.")

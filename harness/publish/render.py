@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import os
+import json
 import re
 import shutil
 import subprocess
@@ -330,6 +331,7 @@ def _render_quarto(exe: str, qmd: Path, params: dict[str, Any], scratch: Path) -
         if not executed.is_file():
             raise RenderError(f"quarto render {qmd.name} kept no executed notebook ({executed.name})")
         notebook = executed.rename(built / f"{qmd.stem}.ipynb")
+        variants = _narrow_variants(notebook)
         _run_quarto([exe, "render", str(notebook), "--to", "html", "--no-execute", "-M", "keep-md:true"],
                     cwd=tmp, env=env, name=qmd.name)
         if not (built / "REPORT.md").exists() or not (built / "index.html").exists():
@@ -340,9 +342,46 @@ def _render_quarto(exe: str, qmd: Path, params: dict[str, Any], scratch: Path) -
         if f"{files.name}/" in page and files.is_dir():
             # Not self-contained (`embed-resources` off): the page needs its libraries beside it.
             shutil.copytree(files, scratch / files.name, ignore=shutil.ignore_patterns("figure-commonmark"))
-        shutil.copy2(built / "index.html", scratch / "index.html")
+        (scratch / "index.html").write_text(_with_pictures(page, variants), encoding="utf-8")
     (scratch / "REPORT.md").write_text(md, encoding="utf-8")
     return md, figs
+
+
+def _narrow_variants(notebook: Path) -> dict[str, dict]:
+    """wide PNG (base64, as the page embeds it) -> its narrow variant and text sizes, from the figure
+    outputs of the executed notebook that carry them (`figure_cells.Png`)."""
+    from harness.publish.figure_cells import PICTURE_MIME
+
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    out: dict[str, dict] = {}
+    for cell in nb.get("cells", []):
+        for o in cell.get("outputs", []) or []:
+            data = o.get("data") or {}
+            if PICTURE_MIME in data and "image/png" in data:
+                png = data["image/png"]
+                out["".join(png).replace("\n", "") if isinstance(png, list) else png.replace("\n", "")] = data[PICTURE_MIME]
+    return out
+
+
+def _with_pictures(page: str, variants: dict[str, dict]) -> str:
+    """Each of the page's figure <img> whose picture has a narrow variant becomes a <picture> that gives
+    it to a phone's viewport; every figure <img> carries its text sizes (`data-text-px`)."""
+    from harness.publish.figure_cells import NARROW_VIEWPORT_PX
+
+    def swap(m: re.Match[str]) -> str:
+        tag, b64 = m.group(0), m.group(1)
+        v = variants.get(b64)
+        if v is None:
+            return tag
+        attrs = "".join(f' data-{k.replace("_", "-")}="{v[k]:.1f}"' for k in ("text_px", "narrow_text_px")
+                        if v.get(k) is not None)
+        img = tag[:-1].rstrip("/").rstrip() + attrs + ">"
+        if not v.get("narrow"):
+            return img
+        return (f'<picture><source media="(max-width: {NARROW_VIEWPORT_PX}px)" '
+                f'srcset="data:image/png;base64,{v["narrow"]}">{img}</picture>')
+
+    return re.sub(r'<img\b[^>]*?\bsrc="data:image/png;base64,([A-Za-z0-9+/=]+)"[^>]*>', swap, page)
 
 
 def quarto_env(**extra: str) -> dict[str, str]:
