@@ -101,6 +101,7 @@ READS: dict[tuple[str, str], str] = {
     ("publish/render.py", "_quarto_project"): "index.qmd's header (the filters it names)",
     ("publish/site.py", "build_site"): "the site's Quarto project file (_quarto.yml)",
     ("publish/render.py", "_render_quarto"): "Quarto's output",
+    ("publish/render.py", "_narrow_variants"): "the notebook Quarto executed (the narrow figure variants its outputs carry)",
     ("publish/notes.py", "read_note"): "a study's authored note (notes/*.md) and its front matter",
     ("publish/bundle.py", "_logs_tar"): "packs the runs' logs into the bundle as bytes (copied, not parsed)",
     ("publish/bundle.py", "_patches"): "a leg file under environment/legs/",
