@@ -41,21 +41,26 @@ class Png:
         return {"image/png": b64(self.data).decode("ascii"), PICTURE_MIME: extra}
 
     def picture_html(self) -> str:
+        """The figure as the page shows it: the <img> a page would hold, through `picture`."""
         import base64
 
-        def uri(b: bytes) -> str:
-            return "data:image/png;base64," + base64.b64encode(b).decode("ascii")
+        b64 = base64.b64encode
+        img = f'<img src="data:image/png;base64,{b64(self.data).decode("ascii")}" alt="" style="max-width:100%;height:auto">'
+        return picture(img, text_px=self.text_px, narrow_text_px=self.narrow_text_px,
+                       narrow=None if self.narrow is None else b64(self.narrow).decode("ascii"))
 
-        def px(v: float | None) -> str:
-            return "" if v is None else f' data-text-px="{v:.1f}"'
 
-        # One <img>, whichever source the viewport picks; it carries both sizes, and the browser check
-        # reads the one of the source shown (currentSrc).
-        source = ("" if self.narrow is None else
-                  f'<source media="(max-width: {NARROW_VIEWPORT_PX}px)" srcset="{uri(self.narrow)}">')
-        return (f'<picture>{source}<img src="{uri(self.data)}"{px(self.text_px)}'
-                f'{px(self.narrow_text_px).replace("data-text-px", "data-narrow-text-px")} alt="" '
-                'style="max-width:100%;height:auto"></picture>')
+def picture(img: str, *, text_px: float | None, narrow_text_px: float | None, narrow: str | None) -> str:
+    """A page's figure <img> with its text sizes (`data-text-px`, `data-narrow-text-px`), inside a
+    <picture> whose phone source is the narrow variant (base64 PNG) where there is one. One <img>,
+    whichever source the viewport picks; the browser check reads the size of the source shown."""
+    sizes = {"text-px": text_px, "narrow-text-px": narrow_text_px}
+    attrs = "".join(f' data-{k}="{v:.1f}"' for k, v in sizes.items() if v is not None)
+    tagged = img[:-1].rstrip("/").rstrip() + attrs + ">"
+    if narrow is None:
+        return tagged
+    return (f'<picture><source media="(max-width: {NARROW_VIEWPORT_PX}px)" '
+            f'srcset="data:image/png;base64,{narrow}">{tagged}</picture>')
 
 
 # Viewports up to this width get a figure's narrow variant: phones, not a desktop's column.

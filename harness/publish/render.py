@@ -366,20 +366,14 @@ def _narrow_variants(notebook: Path) -> dict[str, dict]:
 def _with_pictures(page: str, variants: dict[str, dict]) -> str:
     """Each of the page's figure <img> whose picture has a narrow variant becomes a <picture> that gives
     it to a phone's viewport; every figure <img> carries its text sizes (`data-text-px`)."""
-    from harness.publish.figure_cells import NARROW_VIEWPORT_PX
+    from harness.publish.figure_cells import picture
 
     def swap(m: re.Match[str]) -> str:
-        tag, b64 = m.group(0), m.group(1)
-        v = variants.get(b64)
+        v = variants.get(m.group(1))
         if v is None:
-            return tag
-        attrs = "".join(f' data-{k.replace("_", "-")}="{v[k]:.1f}"' for k in ("text_px", "narrow_text_px")
-                        if v.get(k) is not None)
-        img = tag[:-1].rstrip("/").rstrip() + attrs + ">"
-        if not v.get("narrow"):
-            return img
-        return (f'<picture><source media="(max-width: {NARROW_VIEWPORT_PX}px)" '
-                f'srcset="data:image/png;base64,{v["narrow"]}">{img}</picture>')
+            return m.group(0)
+        return picture(m.group(0), text_px=v.get("text_px"), narrow_text_px=v.get("narrow_text_px"),
+                       narrow=v.get("narrow"))
 
     return re.sub(r'<img\b[^>]*?\bsrc="data:image/png;base64,([A-Za-z0-9+/=]+)"[^>]*>', swap, page)
 

@@ -136,8 +136,7 @@ def _costs(view: hist.HistoryView, st: Study) -> list[str]:
         if r.status != "measured" or d.empty:
             continue
         # A run that found its group's engine up records 0 s of engine start: count each engine once.
-        first = d["engine_position"].fillna(1) == 1 if "engine_position" in d.columns else d.index == d.index
-        starts = d.loc[first, "engine_init_s"].dropna()
+        starts = d.loc[d["engine_position"].fillna(1) == 1, "engine_init_s"].dropna()
         env = ("—" if r.build_s is None else
                f"{'found' if r.env_reused else 'built'} in {r.build_s:.1f} s")
         out.append(f"| {r.version} | {env} | {len(d)} | {len(starts)} | "
