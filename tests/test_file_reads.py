@@ -73,6 +73,7 @@ READS: dict[tuple[str, str], str] = {
     ("measure/worker/commands.py", "main"): _WORKER + ": its command pipe",
     ("measure/worker/commands.py", "<module>"): _WORKER + ": its spec.json, to report a crash",
     ("measure/worker/vllm_bench.py", "main"): _WORKER + ": its spec.json and vLLM's benchmark output",
+    ("measure/worker/vllm_bench.py", "run_bench"): _WORKER + ": vLLM's benchmark output (the JSON its main() wrote)",
     ("measure/worker/kernel_trace.py", "settings_from_env"): _WORKER + ": profiler settings from the environment",
     ("measure/worker/kernel_trace.py", "read_trace"): "a torch profiler trace: the worker's, or via Dataset.profile",
     ("measure/worker/stack.py", "_cpuinfo"): _WORKER + ": /proc/cpuinfo",

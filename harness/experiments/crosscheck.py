@@ -25,7 +25,7 @@ from pathlib import Path
 
 from harness import workloads
 from harness.core import paths
-from harness.experiments import Ran, crosscheck_work
+from harness.experiments import Ran, crosscheck_paired, crosscheck_work
 from harness.experiments.crosscheck_tokenization import TokenizationCost, tokenization_cost, tokenization_md
 
 from harness.schema import checks
@@ -58,8 +58,18 @@ NO_PREFIX_CACHE_SUFFIX = "-no-prefix-cache"
 
 
 def is_crosscheck_arm(arm: str) -> bool:
-    """An arm only the crosscheck makes: vLLM's side, and the harness side with prefix caching off."""
-    return arm in (VLLM_ARM, VLLM_ARM + NO_PREFIX_CACHE_SUFFIX, "harness" + NO_PREFIX_CACHE_SUFFIX)
+    """An arm only the crosscheck makes: vLLM's side, and the harness side with prefix caching off
+    (each also in the one-engine design's form)."""
+    return arm in {a for side in (VLLM_ARM, "harness") for sfx in ("", NO_PREFIX_CACHE_SUFFIX)
+                   for a in (side + sfx, crosscheck_paired.arm_name(side, sfx))} - {"harness"}
+
+
+def side_arms(prefix_caching: bool, one_engine: bool) -> tuple[str, str]:
+    """(harness side, vLLM side) arm names."""
+    suffix = "" if prefix_caching else NO_PREFIX_CACHE_SUFFIX
+    if one_engine:
+        return crosscheck_paired.arm_name("harness", suffix), crosscheck_paired.arm_name(VLLM_ARM, suffix)
+    return (HARNESS_ARM if prefix_caching else "harness" + suffix), VLLM_ARM + suffix
 
 
 def _arm(spec: RunSpec, name: str, description: str, extra: dict) -> Arm:
@@ -72,8 +82,12 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
     scenario's default arm (reusable from a sweep); otherwise both sides run with it off, in arms of
     their own that canonical selection never takes. With `args.prime`, each (leg, model) first runs
     the harness side once, in its arm with `-prime` (harness.measure.prime), so that the pairs start on
-    warm caches; it never enters the summary."""
-    sc, study_dir, planned = plan(dataclasses.replace(args, prime=False))
+    warm caches; it never enters the summary. With `--design paired`, both sides on one engine per
+    block (crosscheck_paired)."""
+    one_engine = crosscheck_paired.wanted(args)
+    design = crosscheck_paired.design(args) if one_engine else None
+    sc, study_dir, planned = plan(dataclasses.replace(args, prime=False) if design is None else dataclasses.replace(
+        args, design="serial", repeats=design.blocks))
     extra = {} if prefix_caching else NO_PREFIX_CACHE
     suffix = "" if prefix_caching else NO_PREFIX_CACHE_SUFFIX
     pairs: list[PlannedRun] = []
@@ -90,18 +104,22 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
         except workloads.NotComparable as e:
             not_compared.add(f"{p.spec.workload.name} ({e})")
             continue
-        ours = p.spec if prefix_caching else dataclasses.replace(
-            p.spec, arm=_arm(p.spec, "harness" + suffix, "the harness, prefix caching off", extra))
+        a_ours, a_twin = side_arms(prefix_caching, one_engine)
+        ours = p.spec if a_ours == HARNESS_ARM else dataclasses.replace(
+            p.spec, arm=_arm(p.spec, a_ours, "the harness" + ("" if prefix_caching else ", prefix caching off"), extra))
         name = dataset[dataset.index("--dataset-name") + 1]
         twin = dataclasses.replace(p.spec, worker=VLLM_BENCH, arm=_arm(
-            p.spec, VLLM_ARM + suffix, f"vLLM's own benchmarks/throughput.py, {name} dataset", extra))
+            p.spec, a_twin, f"vLLM's own benchmarks/throughput.py, {name} dataset", extra))
         # vLLM's benchmark is a script of its own, one engine each: both sides run one engine per run,
-        # whatever the scenario says, so the two timed regions stand on equal engines.
-        ours, twin = dataclasses.replace(ours, engine="per-run"), dataclasses.replace(twin, engine="per-run")
+        # whatever the scenario says, so the two timed regions stand on equal engines; or, one-engine,
+        # both on the block's one engine (paired: the command-mode worker lends it to vLLM's main()).
+        mode = "paired" if one_engine else "per-run"
+        ours, twin = dataclasses.replace(ours, engine=mode), dataclasses.replace(twin, engine=mode)
         harness_side.setdefault((p.spec.leg_env.leg.name, p.spec.model.name), ours)
         # The pair's order alternates with the repeat (odd: harness first), so that a host that speeds up
-        # or slows down over the series does not tilt every pair the same way.
-        for spec in ((ours, twin) if p.spec.repeat % 2 else (twin, ours)):
+        # or slows down over the series does not tilt every pair the same way (one-engine: the design
+        # swaps the sides' order every round).
+        for spec in ((ours, twin) if p.spec.repeat % 2 or one_engine else (twin, ours)):
             run_dir = paths.inside(study_dir / "runs", *spec.run_id.split("/"))
             pairs.append(PlannedRun(index=len(pairs) + 1, spec=spec, run_dir=run_dir,
                                     reuse=_reusable_at(run_dir, spec, args) if args.resume else None))
@@ -115,7 +133,9 @@ def crosscheck(args: SweepArgs, *, prefix_caching: bool = False) -> dict:
         def key(s: RunSpec) -> tuple[str, str]:
             return s.leg_env.leg.name, s.model.name
         pairs = prime.with_primes(study_dir, pairs, key, lambda s: harness_side[key(s)])
-    res = execute_plan(args, sc, study_dir, pairs)
+    if design is not None:  # blocks outermost, each (block, model, leg) one engine: the design's order
+        pairs = [dataclasses.replace(p, index=i) for i, p in enumerate(sorted(pairs, key=lambda p: p.spec.repeat), 1)]
+    res = execute_plan(args, sc, study_dir, pairs, design=design, block_key=crosscheck_paired.block_key)
     summary = summarize(res.records, study_dir=study_dir)
     if args.dry_run:
         return summary
@@ -152,9 +172,12 @@ def _settings(records: list[record.RunRecord], row: dict, prefix_caching: bool) 
     """What decides the measurement beyond (leg, model, workload): the harness side's engine
     arguments, the workload as run, the leg's environment, and prefix caching."""
     ours = [r for r in records if (r.leg, r.model, r.workload) == (row["leg"], row["model"], row["workload"])
-            and not r.arm.startswith(VLLM_ARM) and not prime.is_prime(r.arm)]
+            and not r.arm.startswith(VLLM_ARM) and not prime.is_prime(r.arm)
+            and crosscheck_paired.design_of(r.arm) == row.get("design", "per run")]
     first = ours[0] if ours else None
-    return {"prefix_caching": prefix_caching,
+    # The one-engine design's summary is a file of its own beside the per-run one's.
+    one = {"design": row["design"]} if row.get("design") == crosscheck_paired.DESIGN_LABEL else {}
+    return {"prefix_caching": prefix_caching, **one,
             "engine_args": first.engine_args if first else {},
             "workload": first.workload_spec if first else {},
             "compat_id": first.compat_id if first else None}
@@ -275,9 +298,9 @@ def from_records(args: SweepArgs, *, prefix_caching: bool = False, problems: lis
     sc_file = scenario_path(args.scenario)
     sc = load_scenario(sc_file)
     study_dir = paths.inside(args.results, args.study or sc.name)
-    suffix = "" if prefix_caching else NO_PREFIX_CACHE_SUFFIX
-    arms = (HARNESS_ARM if prefix_caching else "harness" + suffix, VLLM_ARM + suffix)
-    repeats = args.repeats or sc.repeats
+    one_engine = crosscheck_paired.wanted(args)
+    arms = side_arms(prefix_caching, one_engine)
+    repeats = (args.blocks or crosscheck_paired.BLOCKS) if one_engine else args.repeats or sc.repeats
     found: dict[tuple[str, str, str], list[record.RunRecord]] = {}
     started: set[tuple[str, str, str, str, int]] = set()
     problems = [] if problems is None else problems
@@ -366,16 +389,18 @@ def _kept_earlier(study_dir: Path, summary: dict, records: list[record.RunRecord
 
 
 def summarize(records: list[record.RunRecord], unmeasured: Sequence[str] = (), study_dir: Path | None = None) -> dict:
-    groups: dict[tuple[str, str, str], dict[str, list[record.RunRecord]]] = {}
+    groups: dict[tuple[str, str, str, str], dict[str, list[record.RunRecord]]] = {}
     for r in records:
-        groups.setdefault((r.leg, r.model, r.workload), {}).setdefault(r.arm, []).append(r)
+        design = crosscheck_paired.design_of(r.arm)
+        groups.setdefault((r.leg, r.model, r.workload, design), {}).setdefault(r.arm, []).append(r)
     rows = []
-    for (leg, model, wl), by_arm in sorted(groups.items()):
+    for (leg, model, wl, design), by_arm in sorted(groups.items()):
         ours = [r for arm, rs in by_arm.items() if not arm.startswith(VLLM_ARM) and not prime.is_prime(arm)
                 for r in rs if r.status == "ok"]
         theirs = [r for arm, rs in by_arm.items() if arm.startswith(VLLM_ARM) for r in rs if r.status == "ok"]
         welch = ratio([r.metrics.total_tok_s for r in theirs], [r.metrics.total_tok_s for r in ours])
-        pairs = _pair_values(ours, theirs)
+        one_engine = design == crosscheck_paired.DESIGN_LABEL
+        pairs = crosscheck_paired.pair_values(ours, theirs) if one_engine else _pair_values(ours, theirs)
         # The design pairs each repeat's two runs back to back, so the pairs decide wherever there are
         # enough of them; Welch over the two sides' repeats is kept beside it (and decides otherwise).
         paired = paired_ratio([v for _, v in pairs], [h for h, _ in pairs]) if len(pairs) >= PAIRED_MIN else None
@@ -384,7 +409,7 @@ def summarize(records: list[record.RunRecord], unmeasured: Sequence[str] = (), s
         refused = crosscheck_work.refusal(check)
         share = [r.timing.timed_share for r in ours if r.timing.timed_share]
         rows.append({
-            "leg": leg, "model": model, "workload": wl,
+            "leg": leg, "model": model, "workload": wl, "design": design,
             "modality": next((r.workload_spec.get("modality") for r in ours + theirs
                               if isinstance(r.workload_spec, dict) and r.workload_spec.get("modality")), "text"),
             "work_check": check, "transport": crosscheck_work.transport(theirs),
@@ -403,6 +428,7 @@ def summarize(records: list[record.RunRecord], unmeasured: Sequence[str] = (), s
                        if r.status != "ok" and r.failure and not prime.is_prime(arm)],
             "unmeasured": [u for u in unmeasured if u.split("/")[1:4] == [leg, _safe(model), wl]],
             "pair_ratios": [] if refused else [h / v for h, v in pairs],
+            "round_ratios": [] if refused or not one_engine else crosscheck_paired.round_ratios(ours, theirs),
             "cold_runs": _cold(study_dir, ours, theirs),
         })
     return CrosscheckRecord(rows=rows).model_dump(exclude_none=False)
@@ -456,6 +482,10 @@ def interval_text(row: dict) -> str:
     return f" [{row['ci_low']:.3f}, {row['ci_high']:.3f}]{how}"
 
 
+def _workload(row: dict) -> str:
+    return row["workload"] + (" (one engine)" if row.get("design") == crosscheck_paired.DESIGN_LABEL else "")
+
+
 def crosscheck_md(summary: dict, band: float | None = None) -> str:
     col = f" 1 ± {band:g}? |" if band is not None else ""
     lines = ["| leg | model | workload | harness tok/s (median) | vLLM benchmark tok/s (median) | harness ÷ vLLM "
@@ -468,16 +498,17 @@ def crosscheck_md(summary: dict, band: float | None = None) -> str:
         spreads = f"{_fmt(r['spread_harness'], '{:.1%}')} / {_fmt(r['spread_vllm'], '{:.1%}')}"
         shown = ("refused: other work" if str(r.get("verdict") or "").startswith("refused")
                  else f"{_fmt(r['ratio'], '{:.3f}')}{ci}")
-        lines.append(f"| {r['leg']} | `{r['model']}` | {r['workload']} | {_fmt(med(r['harness_tok_s']))} | "
+        lines.append(f"| {r['leg']} | `{r['model']}` | {_workload(r)} | {_fmt(med(r['harness_tok_s']))} | "
                      f"{_fmt(med(r['vllm_tok_s']))} | {shown} | {spreads} | "
                      f"{_fmt(med(r['timed_share_harness']), '{:.1%}')} |"
                      + (f" {band_verdict(r, band)} |" if band is not None else ""))
     lines += crosscheck_work.note_md(summary["rows"])
-    pairs = [f"{r['leg']} `{r['model']}` {r['workload']}: " + ", ".join(f"{x:.3f}" for x in r["pair_ratios"])
+    pairs = [f"{r['leg']} `{r['model']}` {_workload(r)}: " + ", ".join(f"{x:.3f}" for x in r["pair_ratios"])
              for r in summary["rows"] if len(r.get("pair_ratios") or []) > 1]
     if pairs:
-        lines += ["", "Each repeat's pair on its own (harness ÷ vLLM, the two run back to back by one invocation): "
-                  + "; ".join(pairs) + "."]
+        lines += ["", "Each repeat's pair on its own (harness ÷ vLLM, the two run back to back by one invocation; "
+                  "one engine: each engine block's, the geometric mean of its rounds): " + "; ".join(pairs) + "."]
+    lines += crosscheck_paired.rounds_md(summary["rows"])
     welch = [f"{r['leg']} `{r['model']}` {r['workload']}: {_fmt(w.get('ratio'), '{:.3f}')}"
              + (f" [{w['ci_low']:.3f}, {w['ci_high']:.3f}]" if w.get("ci_low") is not None else "")
              + f", {w.get('verdict')}" for r in summary["rows"] if r.get("method") == "paired" and (w := r.get("welch"))]

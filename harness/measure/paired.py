@@ -23,6 +23,10 @@ failure path as any run (log tracebacks, root cause), with the passes it did; th
 and every run of the block says the pairs are incomplete. A silent crash is not re-run with DEBUG
 logging here (that re-run would be serial).
 
+With `sides` (the crosscheck's same-engine design, experiments/crosscheck_paired.py) there is one
+engine per leg and block and each of its workloads comes twice, once per side of the comparison; the
+two sides' passes alternate on that engine, their order swapped every round.
+
 `--resume`: a block is reused only whole. A block with some runs finished and some not is refused
 with one line unless `--supersede`, which re-measures the whole block (earlier records moved aside).
 """
@@ -73,6 +77,10 @@ class Design:
     until_decided: bool = False      # blocks is then the most; see `looks`
     min_blocks: int = 3              # the first look
     budget_s: float | None = None    # no block starts once this much time has passed
+    # Each engine's workloads come in twos, the two sides of one comparison on one engine (the
+    # crosscheck's same-engine design: the harness's pass, then vLLM's benchmark's); the two swap
+    # places every round and every block, so neither side always runs first.
+    sides: bool = False
 
     @property
     def looks(self) -> int:
@@ -109,6 +117,8 @@ def round_order(legs: list[str], round_: int, *, block: int = 1, mode: str = "ba
     """The legs of one round, in measuring order. Balanced: two legs A B in odd rounds, B A in even
     ones (adjacent passes saw the same host), the rows of a Williams design in turn for more; each
     block starts one row further on. Random: shuffled with a seed derived from the recorded one."""
+    if len(legs) < 2:  # one engine per block (the crosscheck's sides): nothing to order
+        return list(legs)
     if mode == "random":
         out = list(legs)
         random.Random(f"{seed}:{block}:{round_}").shuffle(out)
@@ -137,8 +147,9 @@ def block_plan(legs: list[str], workloads: list[str], design: Design, block: int
     warmed: set[tuple[str, str]] = set()
     for r in range(1, design.pairs + 1):
         order = round_order(legs, r, block=block, mode=design.pair_order, seed=design.order_seed)
-        for wl in workloads:
-            for pos, ln in enumerate(order):
+        for wi, wl in enumerate(_round_workloads(workloads, design, r, block)):
+            for place, ln in enumerate(order):
+                pos = wi % 2 if design.sides else place  # with sides: the side's place in its workload's two
                 if design.sleep:
                     steps.append(Step("wake", ln, r, wl, pos))
                 if (ln, wl) not in warmed:
@@ -149,6 +160,13 @@ def block_plan(legs: list[str], workloads: list[str], design: Design, block: int
                     steps.append(Step("sleep", ln, r, wl, pos))
     steps += [Step("finish", ln) for ln in legs]
     return steps
+
+
+def _round_workloads(workloads: list[str], design: Design, round_: int, block: int) -> list[str]:
+    if not design.sides or (round_ + block) % 2 == 0:
+        return workloads
+    # Odd (round + block): each two sides swapped (block 1: first side first in odd rounds; block 2: the other).
+    return [w for i in range(0, len(workloads), 2) for w in reversed(workloads[i:i + 2])]
 
 
 def describe_block(legs: list[str], workloads: list[str], design: Design, block: int) -> list[str]:
@@ -345,9 +363,9 @@ class EngineProc:
 
 # --- the controller -------------------------------------------------------------------------------
 
-def engine_dir(spec: RunSpec, run_dir: Path) -> Path:
-    # Beside the leg's workloads: <...>/<leg>/<model>/engine-<arm>-b<block>
-    return paths.inside(run_dir.parents[2], f"engine-{spec.arm.name}-b{spec.repeat}")
+def engine_dir(spec: RunSpec, run_dir: Path, name: str | None = None) -> Path:
+    # Beside the leg's workloads: <...>/<leg>/<model>/engine-<arm>-b<block> (or engine-<name>-b<block>)
+    return paths.inside(run_dir.parents[2], f"engine-{name or spec.arm.name}-b{spec.repeat}")
 
 
 def block_key(spec: RunSpec) -> tuple:
@@ -356,13 +374,14 @@ def block_key(spec: RunSpec) -> tuple:
 
 def run_paired(planned: list[PlannedRun], design: Design, *, invocation_id: str, allow_dirty: bool,
                on_done: Callable[[PlannedRun, RunRecord, bool], None], worker: Path | None = None,
-               say: Callable[[str], None] = print, stop: Callable[[int], str | None] | None = None) -> None:
+               say: Callable[[str], None] = print, stop: Callable[[int], str | None] | None = None,
+               key: Callable[[RunSpec], tuple] = block_key) -> None:
     """Measure `planned` (blocks of (block, model, arm), every leg's runs of each) in the paired design.
     `stop(done_block)`, asked before each block after the first, ends the sweep when it gives a reason
     (stop when decided, or the time budget); the blocks not measured are said, never recorded."""
     blocks: dict[tuple, list[PlannedRun]] = {}
     for p in planned:
-        blocks.setdefault(block_key(p.spec), []).append(p)
+        blocks.setdefault(key(p.spec), []).append(p)
     t0 = time.monotonic()
     current = None  # the block of the group measured last
     for runs in blocks.values():
@@ -394,7 +413,8 @@ def measure_block(runs: list[PlannedRun], design: Design, *, invocation_id: str,
     for p in runs:
         by_leg.setdefault(p.spec.leg_env.leg.name, []).append(p)
     legs = list(by_leg)
-    workloads = [p.spec.workload.name for p in by_leg[legs[0]]]
+    # The names the plan goes by: with two sides per workload, the side's arm tells them apart.
+    workloads = [p.spec.workload.name + (f" ({p.spec.arm.name})" if design.sides else "") for p in by_leg[legs[0]]]
     block = runs[0].spec.repeat
     started = now()
     engines: dict[str, EngineProc] = {}
@@ -406,8 +426,8 @@ def measure_block(runs: list[PlannedRun], design: Design, *, invocation_id: str,
                 prepare_run_dir(p.spec, p.run_dir)
                 emit(p.run_dir, "spawn", leg=ln, design="paired", block=block)
             lead = by_leg[ln][0]
-            e = engines[ln] = EngineProc(leg=ln, runs=by_leg[ln], edir=engine_dir(lead.spec, lead.run_dir),
-                                         timeout_s=lead.spec.timeout_s)
+            e = engines[ln] = EngineProc(leg=ln, runs=by_leg[ln], timeout_s=lead.spec.timeout_s,
+                                         edir=engine_dir(lead.spec, lead.run_dir, "sides" if design.sides else None))
             e.spawn(worker, extra)
             # With sleep mode one at a time: each engine sizes its KV cache from the device memory free at
             # its start, so the next one starts only once this one sleeps.

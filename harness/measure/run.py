@@ -230,7 +230,9 @@ def worker_spec(spec: RunSpec, run_dir: Path, runs: list[tuple[RunSpec, Path]] =
     return WorkerSpec(run_dir=str(run_dir), model_path=spec.model_path, tokenizer=spec.model.tokenizer,
                       dtype=spec.model.dtype, tp=spec.model.tp, engine_args=spec.engine_args,
                       workload=spec.workload.work,
-                      runs=[{"run_dir": str(d), "workload": s.workload.work} for s, d in runs])
+                      runs=[{"run_dir": str(d), "workload": s.workload.work,
+                             # Another script's work done on this engine (vLLM's benchmark, lent it).
+                             **({"worker": s.worker.name} if s.worker != WORKER else {})} for s, d in runs])
 
 
 def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str],

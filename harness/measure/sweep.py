@@ -431,8 +431,12 @@ def sweep(args: SweepArgs, *, executor: Executor | None = None,
 
 
 def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[PlannedRun], *,
-                 executor: Executor | None = None, stop_rule: paired.StopRule | None = None) -> SweepResult:
-    """Build the envs, take the node lock, run the guards, then measure the plan in order."""
+                 executor: Executor | None = None, stop_rule: paired.StopRule | None = None,
+                 design: paired.Design | None = None,
+                 block_key: Callable[[RunSpec], tuple] = paired.block_key) -> SweepResult:
+    """Build the envs, take the node lock, run the guards, then measure the plan in order. `design`
+    (with its `block_key`) measures the plan in a paired design its caller built (the crosscheck's
+    same-engine one) instead of the one the scenario and arguments ask for."""
     over = supersede.replacements(planned)
     if args.dry_run:
         replacing = {r.planned.index for r in over}
@@ -440,17 +444,17 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
             what = "reuse" if p.reuse else "over " if p.index in replacing else "run  "
             console.print(f"{p.index:>4}  {what}  {p.spec.run_id}  env={p.spec.leg_env.name}", highlight=False)
             console.print(f"      inputs: {dryrun.inputs_line(p.spec.workload.work)}", highlight=False)
-        design = paired_design(args, sc, list(_planned_legs(planned)), specs=_planned_legs(planned))
+        design = design or paired_design(args, sc, list(_planned_legs(planned)), specs=_planned_legs(planned))
         if design is not None:
-            _print_paired_plan(planned, design)
+            _print_paired_plan(planned, design, block_key)
         if over:
             console.print(f"{len(over)} run(s) marked 'over' measure where a record is; "
                           f"{sum(r.needs_consent for r in over)} of them finished (--supersede to replace)")
         return SweepResult(invocation_id="dry-run", study_dir=study_dir, records=[], measured=0,
                            reused=sum(p.reuse is not None for p in planned), index_path=Path())
     supersede.check(over, resume=args.resume, supersede=args.supersede)
-    design = (paired_design(args, sc, list(_planned_legs(planned)), specs=_planned_legs(planned))
-              if planned and planned[0].spec.engine == "paired" else None)
+    design = design or (paired_design(args, sc, list(_planned_legs(planned)), specs=_planned_legs(planned))
+                        if planned and planned[0].spec.engine == "paired" else None)
     # Sortable by name in the order invocations started (milliseconds), unique by the suffix.
     invocation_id = datetime.now().strftime("%Y%m%dT%H%M%S%f")[:-3] + "-" + uuid.uuid4().hex[:6]
     executor = executor or executor_named(args.executor, address=args.ray_address, diagnose=args.diagnose)
@@ -520,7 +524,7 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
                 stop = ((lambda done: stop_rule(records, done, design, sc)) if design.until_decided and stop_rule
                         else None)
                 paired.run_paired(planned, design, invocation_id=invocation_id, allow_dirty=args.allow_dirty,
-                                  on_done=on_done, say=bar.console.print, stop=stop)
+                                  on_done=on_done, say=bar.console.print, stop=stop, key=block_key)
             else:
                 executor.run_all(planned, invocation_id=invocation_id, allow_dirty=args.allow_dirty,
                                  on_done=on_done)
@@ -535,10 +539,11 @@ def _planned_legs(planned: list[PlannedRun]) -> dict[str, LegSpec]:
     return {p.spec.leg_env.leg.name: p.spec.leg_env.leg for p in planned}
 
 
-def _print_paired_plan(planned: list[PlannedRun], design: paired.Design) -> None:
+def _print_paired_plan(planned: list[PlannedRun], design: paired.Design,
+                       block_key: Callable[[RunSpec], tuple] = paired.block_key) -> None:
     blocks: dict[tuple, list[PlannedRun]] = {}
     for p in planned:
-        blocks.setdefault(paired.block_key(p.spec), []).append(p)
+        blocks.setdefault(block_key(p.spec), []).append(p)
     console.print(f"paired design: {design.blocks} engine block(s) x {design.pairs} round(s), "
                   f"{design.pair_order} order (seed {design.order_seed}), sleep {'on' if design.sleep else 'off'}",
                   highlight=False)
@@ -547,11 +552,14 @@ def _print_paired_plan(planned: list[PlannedRun], design: paired.Design) -> None
                       f"({design.looks} looks, each at α/{design.looks}); the sweep stops at the first look that "
                       "decides every cell" + (f", or after {design.budget_s / 60:g} min" if design.budget_s else ""),
                       highlight=False)
-    for (block, mn, an), runs in blocks.items():
+    for runs in blocks.values():
+        block, mn, an = runs[0].spec.repeat, runs[0].spec.model.name, runs[0].spec.arm.name
         legs = list(dict.fromkeys(p.spec.leg_env.leg.name for p in runs))
-        wls = list(dict.fromkeys(p.spec.workload.name for p in runs))
+        wls = list(dict.fromkeys(p.spec.workload.name + (f" ({p.spec.arm.name})" if design.sides else "")
+                                 for p in runs if p.spec.leg_env.leg.name == legs[0]))
         reused = all(p.reuse is not None for p in runs)
-        console.print(f"block {block}, {mn}, arm {an}{' (reused)' if reused else ''}:", highlight=False)
+        what = f"leg {legs[0]}, both sides on one engine" if design.sides else f"arm {an}"
+        console.print(f"block {block}, {mn}, {what}{' (reused)' if reused else ''}:", highlight=False)
         for line in paired.describe_block(legs, wls, design, block):
             console.print(line, highlight=False)
 

@@ -8,6 +8,9 @@ Format history (WIRE_VERSION):
   0 - unversioned: the same fields, written before the wire had a version (every shipped record).
   1 - `schema_version` in both files; worker.json's `work` may carry input descriptions beside the
       counts (`inputs`) and `passes`; spec.json may list several workloads for one engine (`runs`).
+  2 - an item of `runs` may name its `worker` (vllm_bench.py: vLLM's own benchmark, each pass one call
+      of its main() on the resident engine); its worker.json says `lent_engine` in `work.inputs`.
+      Nothing of version 1 changes meaning, so version 1 files read as they are.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-WIRE_VERSION = 1
+WIRE_VERSION = 2
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,6 +11,9 @@ the run's log, shared with vLLM's processes, so replies cannot go there):
   {"cmd": "sleep"} / {"cmd": "wake"} vLLM's sleep mode (level 1) around another engine's passes
   {"cmd": "finish"}                 worker.json for every workload that ran a pass, then exit 0
 
+An item whose `worker` is vllm_bench.py is vLLM's side of a same-engine crosscheck: each of its passes
+is one call of vLLM's own benchmark main() on this engine (vllm_bench.LentSide), timed by that main().
+
 The first reply, unasked, says the engine is up ({"event": "ready", ...}). End of stdin (the
 controller died) ends the worker, and the worker dies with its process group as in the one-shot mode
 (bench.die_with_group). A pass that raises is not caught: the traceback goes to the log and the worker
@@ -28,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[3]))
 import bench  # noqa: E402
+import vllm_bench  # noqa: E402
 
 from harness.schema.wire import WorkerSpec  # noqa: E402
 from harness.workloads.base import Pass  # noqa: E402
@@ -61,7 +65,9 @@ def main(spec_path: str, reply_fd: int) -> int:
     gev("worker_start", python=sys.executable, workloads=len(items), mode="commands")
     sleep_mode = bool(spec.engine_args.get("enable_sleep_mode"))
     llm, ctx, init_s = bench.start_engine(spec, gev, items)
-    wls = [Workload(item, bench.Events(Path(item["run_dir"]) / "run.jsonl")) for item in items]
+    wls: list[Workload | vllm_bench.LentSide] = [
+        vllm_bench.LentSide(item, spec, ctx) if item.get("worker") == vllm_bench.SCRIPT
+        else Workload(item, bench.Events(Path(item["run_dir"]) / "run.jsonl")) for item in items]
     for w in wls:
         w.ev("engine_ready", engine_init_s=init_s)
     reply(ok=True, event="ready", init_s=init_s, pid=os.getpid(), sleep_mode=sleep_mode)
@@ -82,16 +88,26 @@ def main(spec_path: str, reply_fd: int) -> int:
             reply(ok=True, cmd=what, seconds=time.perf_counter() - t0)
         elif what == "warmup":
             w = wls[int(cmd["workload"])]
+            if isinstance(w, vllm_bench.LentSide):
+                reply(ok=True, cmd=what, seconds=w.warmup(llm))
+                continue
             if w.prep is None:
                 w.prep = bench.Prepared(w.item["workload"], ctx)
             bench._reset_prefix_cache(llm)
             w.warm_s += w.prep.warmup(llm, w.ev)
             reply(ok=True, cmd=what, seconds=time.perf_counter() - t0)
         elif what == "pass":
-            reply(ok=True, cmd=what, **_one_pass(llm, wls[int(cmd["workload"])], ctx, int(cmd.get("round", 0))))
+            w = wls[int(cmd["workload"])]
+            if isinstance(w, vllm_bench.LentSide):
+                bench._reset_prefix_cache(llm)  # as before the harness's passes, outside the clock
+                reply(ok=True, cmd=what, **w.one_pass(llm, int(cmd.get("round", 0))))
+                continue
+            reply(ok=True, cmd=what, **_one_pass(llm, w, ctx, int(cmd.get("round", 0))))
         elif what == "finish":
             for position, w in enumerate(wls, 1):
-                if w.passes and w.prep is not None:
+                if isinstance(w, vllm_bench.LentSide):
+                    w.finish()
+                elif w.passes and w.prep is not None:
                     timing = {"engine_init_s": init_s if position == 1 else 0.0, "warmup_s": w.warm_s,
                               "timed_s": sum(p.seconds for p in w.passes),
                               "passes_s": [p.seconds for p in w.passes]}

@@ -1,0 +1,118 @@
+"""The crosscheck's one-engine design: both tools timed on the same engine, their passes alternating.
+
+The per-run crosscheck (crosscheck.py) starts an engine for every run, so the two runs of a pair stand
+on two engine instances a minute or more apart, and an instance's own speed and the host's drift land
+inside every pair ratio (measured: pair ratios spread 5-20% on the 2-core host, ±5% on one H200).
+Here, for each leg, model and engine block, ONE engine is started (measure/paired.py with `sides`), and
+each round runs, for every workload, the harness's timed pass and one call of vLLM's own benchmark
+main() on that engine (worker/vllm_bench.LentSide: main() unchanged but for its engine construction,
+which returns the resident engine; the engine arguments it asked for are checked against the ones
+the engine was started with, and a difference fails the run). Their order swaps every round and every
+block. What differs between the two sides is then only what each tool does around the engine: how it
+builds and hands over its prompts (vLLM's chat front end, its data-URL decoding), its own clock.
+
+Unit of replication: the engine block. A block's ratio is the geometric mean of its rounds' pass
+ratios (harness ÷ vLLM, each round's two passes back to back); the interval is the paired rule's
+one-sample t over the blocks' log ratios (three blocks or more), as for the per-run pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from harness.core.errors import UserError
+from harness.measure.paired import Design
+from harness.measure.run import RunSpec
+from harness.measure.sweep import SweepArgs
+from harness.schema import record
+
+ONE_ENGINE = "one-engine"
+DESIGN_LABEL = "one engine"          # the rows' `design`; per-run rows say "per run"
+BLOCKS, PAIRS = 3, 4                 # defaults: 3 blocks (the paired rule's least) x 4 rounds
+
+
+def wanted(args: SweepArgs) -> bool:
+    """Asked for with `--design paired` (the scenario's own design is for its sweeps, not this)."""
+    return args.design == "paired"
+
+
+def design(args: SweepArgs) -> Design:
+    for what, bad in (("--prime", args.prime), ("--repeats", args.repeats is not None),
+                      ("--until-decided", bool(args.until_decided)), ("--executor ray", args.executor != "local"),
+                      ("--engine", args.engine is not None), ("--profile", args.profile is not None)):
+        if bad:
+            raise UserError(f"{what} does not combine with the crosscheck's one-engine design (--design paired): "
+                            "it sets engine blocks (--blocks) and rounds (--pairs), and warms each workload up "
+                            "once per engine")
+    blocks, pairs = args.blocks or BLOCKS, args.pairs or PAIRS
+    if blocks < 1 or pairs < 1:
+        raise UserError(f"--blocks {blocks} --pairs {pairs}: at least one block of one round")
+    return Design(blocks=blocks, pairs=pairs, sides=True)
+
+
+def arm_name(side: str, suffix: str) -> str:
+    """`harness-one-engine…` / `vllm-bench-one-engine…`: runs of their own, never a per-run crosscheck's."""
+    return f"{side}-{ONE_ENGINE}{suffix}"
+
+
+def is_one_engine(arm: str) -> bool:
+    return f"-{ONE_ENGINE}" in arm
+
+
+def design_of(arm: str) -> str:
+    return DESIGN_LABEL if is_one_engine(arm) else "per run"
+
+
+def block_key(spec: RunSpec) -> tuple:
+    """One engine per (block, model, leg), both sides and every workload on it."""
+    return spec.repeat, spec.model.name, spec.leg_env.leg.name
+
+
+def pair_values(ours: Sequence[record.RunRecord], theirs: Sequence[record.RunRecord]) -> list[tuple[float, float]]:
+    """(harness, vLLM) per block that has both sides: the geometric means of the two sides' passes over
+    the rounds where both ran, so their ratio is the geometric mean of the rounds' pass ratios. Only
+    the two sides of one engine pair (the same block of one invocation)."""
+    by_block = {r.repeat: r for r in theirs if r.paired is not None}
+    out = []
+    for r in sorted(ours, key=lambda r: r.repeat):
+        v = by_block.get(r.repeat)
+        if r.paired is None or v is None or v.invocation_id != r.invocation_id:
+            continue
+        mine = {p.round: p.value for p in r.paired.passes if p.value}
+        other = {p.round: p.value for p in v.paired.passes if p.value}
+        rounds = sorted(set(mine) & set(other))
+        if rounds:
+            out.append((math.exp(sum(math.log(mine[k]) for k in rounds) / len(rounds)),
+                        math.exp(sum(math.log(other[k]) for k in rounds) / len(rounds))))
+    return out
+
+
+def round_ratios(ours: Sequence[record.RunRecord], theirs: Sequence[record.RunRecord]) -> list[list[float]]:
+    """Each block's rounds' pass ratios harness ÷ vLLM, in round order (the spread within an engine)."""
+    by_block = {r.repeat: r for r in theirs if r.paired is not None}
+    out = []
+    for r in sorted(ours, key=lambda r: r.repeat):
+        v = by_block.get(r.repeat)
+        if r.paired is None or v is None or v.invocation_id != r.invocation_id:
+            continue
+        other = {p.round: p.value for p in v.paired.passes if p.value}
+        out.append([p.value / other[p.round] for p in sorted(r.paired.passes, key=lambda p: p.round)
+                    if p.value and p.round in other])
+    return out
+
+
+def rounds_md(rows: Sequence[dict]) -> list[str]:
+    """The one-engine rows' rounds: their pass ratios' spread within the engines, and the unit said."""
+    one = [r for r in rows if r.get("design") == DESIGN_LABEL and r.get("round_ratios")]
+    if not one:
+        return []
+    parts = []
+    for r in one:
+        flat = [x for block in r["round_ratios"] for x in block]
+        parts.append(f"{r['leg']} `{r['model']}` {r['workload']}: {len(r['round_ratios'])} block(s) of "
+                     f"{', '.join(str(len(b)) for b in r['round_ratios'])} round(s), pass ratios "
+                     f"{min(flat):.3f}–{max(flat):.3f}")
+    return ["", "One engine (`--design paired`): both tools timed on the same engine, their passes alternating "
+            "(each round's two back to back, the order swapped every round); the unit of replication is the engine "
+            "block, whose ratio is the geometric mean of its rounds' pass ratios. " + "; ".join(parts) + "."]
