@@ -8,6 +8,7 @@ import pytest
 import json
 
 from harness.experiments import crosscheck as cc
+from harness.experiments import crosscheck_md as ccmd
 from harness.measure.sweep import SweepArgs
 from tests.conftest import FAKE_BENCH, write_scenario
 
@@ -133,12 +134,12 @@ def test_from_records_refuses_records_measured_with_other_settings(tmp_path, fak
 def test_the_band_is_judged_by_the_whole_interval_and_only_where_the_study_sets_one(tmp_path):
     row = {"leg": "l", "model": "m", "workload": "w", "harness_tok_s": [1.0], "vllm_tok_s": [1.0], "ratio": 0.996,
            "ci_low": 0.992, "ci_high": 1.004, "spread_harness": None, "spread_vllm": None, "timed_share_harness": []}
-    assert cc.band_verdict(row, 0.01) == "within"
-    assert cc.band_verdict(row | {"ci_low": 0.95}, 0.01).startswith("undecided")
-    assert cc.band_verdict(row | {"ratio": 0.9, "ci_low": 0.85, "ci_high": 0.95}, 0.01) == "below"
-    assert cc.band_verdict(row | {"ci_low": None, "ci_high": None}, 0.01) == "no interval"
-    assert "1 ± 0.01? |" in cc.crosscheck_md({"rows": [row]}, 0.01) and "| within |" in cc.crosscheck_md({"rows": [row]}, 0.01)
-    assert "±" not in cc.crosscheck_md({"rows": [row]})
+    assert ccmd.band_verdict(row, 0.01) == "within"
+    assert ccmd.band_verdict(row | {"ci_low": 0.95}, 0.01).startswith("undecided")
+    assert ccmd.band_verdict(row | {"ratio": 0.9, "ci_low": 0.85, "ci_high": 0.95}, 0.01) == "below"
+    assert ccmd.band_verdict(row | {"ci_low": None, "ci_high": None}, 0.01) == "no interval"
+    assert "1 ± 0.01? |" in ccmd.crosscheck_md({"rows": [row]}, 0.01) and "| within |" in ccmd.crosscheck_md({"rows": [row]}, 0.01)
+    assert "±" not in ccmd.crosscheck_md({"rows": [row]})
     (tmp_path / "study.yaml").write_text("name: s\ncrosscheck_band: 0.03\n")
     assert cc.study_band(tmp_path) == 0.03
     (tmp_path / "study.yaml").write_text("name: s\n")

@@ -28,7 +28,7 @@ def diagnostics_intro_md(st: Study) -> str:
 
 
 def crosscheck_section_md(st: Study) -> str:
-    from harness.experiments.crosscheck import band_verdict, crosscheck_md, interval_text
+    from harness.experiments.crosscheck_md import band_verdict, crosscheck_md, interval_text
     from harness.experiments.crosscheck import load as load_crosscheck
 
     summary = load_crosscheck(st.root)
