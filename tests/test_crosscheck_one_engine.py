@@ -183,3 +183,17 @@ def test_real_one_engine_block_times_both_tools_on_the_same_cpu_engine(tmp_path)
     replies = [json.loads(x) for x in (runs / "engine-sides-b1" / "replies.jsonl").read_text().splitlines()]
     assert sum(r.get("cmd") == "pass" for r in replies) == 4
     assert [p.name for p in runs.iterdir() if p.name.startswith("engine-")] == ["engine-sides-b1"]
+
+
+def test_a_version_4_record_reads_as_per_run(tmp_path):
+    from harness.schema import crosscheck as crosscheck_file
+
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"schema_version": 4, "rows": [{"leg": "L", "model": "m", "workload": "w",
+                                                                "modality": "image"}]}))
+    (row,) = crosscheck_file.read(path).rows
+    assert row.design == "per run" and row.round_ratios == [] and row.modality == "image"
+    path.write_text(json.dumps({"schema_version": 5, "rows": [{"leg": "L", "model": "m", "workload": "w",
+                                                                "design": "one block"}]}))
+    with pytest.raises(UserError, match="c.json"):
+        crosscheck_file.read(path)

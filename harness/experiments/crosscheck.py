@@ -486,7 +486,8 @@ def load(study_dir: Path, *, prefix_caching: bool = False) -> dict | None:
 
 NAME = "crosscheck"
 GROUP = "check"
-HELP = "harness vs vLLM's own throughput benchmark, same venv and scenario"
+HELP = ("harness vs vLLM's own throughput benchmark, same venv and scenario; --design paired: both timed on one "
+        "engine per block (--blocks, --pairs rounds), their passes alternating")
 EXAMPLE = "harness check crosscheck cpu-tiny --study cpu-crosscheck --leg cpu-0.32.0 --workload mixed --repeats 3"
 SIDE_SECTION = False   # the report gives it its own section (publish.sections.diagnostics)
 
@@ -557,10 +558,12 @@ def study_records(study_dir: Path, legs: set[str], models: set[str]) -> list[Cro
 
 
 def quote(records: Sequence[CrosscheckRecord], a: dict[str, str]) -> str:
-    """`{{ crosscheck: leg=L, model=M, workload=W, stat=harness|vllm }}`: the median tok/s of one side."""
+    """`{{ crosscheck: leg=L, model=M, workload=W, stat=harness|vllm[, design=one engine] }}`: the median
+    tok/s of one side (design: "per run" unless named)."""
     for rec in records:
         for r in rec.rows:
-            if (r.leg, r.model, r.workload) == (a.get("leg"), a.get("model"), a.get("workload")):
+            if (r.leg, r.model, r.workload, r.design) == (a.get("leg"), a.get("model"), a.get("workload"),
+                                                          a.get("design", "per run")):
                 vals = r.harness_tok_s if a.get("stat", "harness") == "harness" else r.vllm_tok_s
                 return f"{statistics.median(vals):,.0f}"
     raise UserError(f"crosscheck: no row {a.get('leg')} {a.get('model')} {a.get('workload')} in this study")

@@ -19,6 +19,10 @@ Format history (schema_version):
       request and whether they match; a row whose sides did other work carries no ratio, its verdict
       says "refused: ..."), and `transport` (vLLM's side's decoding of its data-URL inputs, measured
       apart, as a share of its timed region). Versions 1-3 read as text rows, their work not checked.
+  5 - rows gain `design`: "per run" (one engine per run, the two runs of a repeat back to back) or
+      "one engine" (both tools timed on one engine per block, passes alternating: `n_pairs` counts
+      blocks and `round_ratios` holds each block's rounds' pass ratios). Versions 1-4 read as "per run",
+      the only design there was.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.schema import record
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 KIND = "crosscheck"
 
 
@@ -59,6 +63,8 @@ class CrosscheckRow(BaseModel):
     modality: str = "text"
     work_check: dict[str, Any] = Field(default_factory=dict)  # crosscheck_work.work_check
     transport: dict[str, Any] = Field(default_factory=dict)   # crosscheck_work.transport
+    design: Literal["per run", "one engine"] = "per run"
+    round_ratios: list[list[float]] = Field(default_factory=list)  # one engine: each block's rounds
 
 
 class CrosscheckRecord(BaseModel):
@@ -96,7 +102,15 @@ def _update_to_4(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 4, "rows": rows}
 
 
-MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4}
+def _update_to_5(old: dict, path: Path) -> dict:
+    """Version 4 -> 5: every row was measured one engine per run."""
+    rows = old.get("rows")
+    if isinstance(rows, list):
+        rows = [{**r, "design": "per run", "round_ratios": []} if isinstance(r, dict) else r for r in rows]
+    return {**old, "schema_version": 5, "rows": rows}
+
+
+MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5}
 
 
 def read(path: Path) -> CrosscheckRecord:
