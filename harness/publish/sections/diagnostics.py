@@ -41,12 +41,16 @@ def crosscheck_section_md(st: Study) -> str:
         if r["ratio"] is None:
             continue
         ci = interval_text(r)
-        lead.append(f"{ticked(r['model'])} {r['workload']} on {st.canon.study.label(r['leg'])}: harness ÷ vLLM = "
+        one = " (one engine)" if r.get("design") == "one engine" else ""
+        lead.append(f"{ticked(r['model'])} {r['workload']}{one} on {st.canon.study.label(r['leg'])}: harness ÷ vLLM = "
                     f"{r['ratio']:.3f}{ci}, "
                     f"{r['verdict']}" + (f"; against the target 1 ± {band:g}: {band_verdict(r, band)}" if band else ""))
     return ("### Cross-check against vLLM's own throughput benchmark\n\n"
             "Each harness run had a run of vLLM's own throughput benchmark beside it, in the same leg env, on the "
-            "same workload, repetition outermost, the pair's order alternating with the repeat. " + "; ".join(lead) + ".\n\n" + crosscheck_md(summary, band))
+            "same workload, repetition outermost, the pair's order alternating with the repeat"
+            + ("; rows marked (one engine) timed both tools on one engine per block, their passes alternating"
+               if any(r.get("design") == "one engine" for r in rows) else "")
+            + ". " + "; ".join(lead) + ".\n\n" + crosscheck_md(summary, band))
 
 
 def side_records_md(st: Study) -> str:
