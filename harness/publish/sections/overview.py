@@ -12,10 +12,16 @@ from harness.publish.locate import rel
 from harness.publish.study import Study
 
 
+TITLE_LEGS = 3  # more legs than this: the title names the first and the last and counts them
+
+
 def short_title(st: Study) -> str:
     """The page's title: the study's name and its legs ("cpu-tiny: 0.27 → 0.32"); study.yaml's title,
     a sentence, is the subtitle under it."""
     labels = [lb for _, lb in _legs(st.canon)]
+    if len(labels) > TITLE_LEGS:
+        # A release history's seven legs filled a phone's first screen; the legs are listed under it.
+        return f"{st.canon.study.name}: {labels[0]} → {labels[-1]} ({len(labels)} legs)"
     return f"{st.canon.study.name}: {' → '.join(labels)}" if labels else st.canon.study.name
 
 
