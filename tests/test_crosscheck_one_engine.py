@@ -197,3 +197,13 @@ def test_a_version_4_record_reads_as_per_run(tmp_path):
                                                                 "design": "one block"}]}))
     with pytest.raises(UserError, match="c.json"):
         crosscheck_file.read(path)
+
+
+def test_from_records_summarises_one_engine_blocks_like_the_crosscheck_did(fake_one_engine, tmp_path):
+    measured = fake_one_engine(blocks=3, pairs=2, legs=("cpu-0.32.0",))
+    args = SweepArgs(scenario=str(write_scenario(tmp_path, SCENARIO)), results=tmp_path / "r", design="paired",
+                     blocks=3, legs=("cpu-0.32.0",))
+    again = cc.from_records(args)
+    (a,), (b,) = measured["rows"], again["rows"]
+    assert a["design"] == b["design"] == "one engine" and a["pair_ratios"] == b["pair_ratios"]
+    assert a["round_ratios"] == b["round_ratios"] and b["unmeasured"] == []
