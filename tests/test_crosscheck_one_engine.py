@@ -207,3 +207,17 @@ def test_from_records_summarises_one_engine_blocks_like_the_crosscheck_did(fake_
     (a,), (b,) = measured["rows"], again["rows"]
     assert a["design"] == b["design"] == "one engine" and a["pair_ratios"] == b["pair_ratios"]
     assert a["round_ratios"] == b["round_ratios"] and b["unmeasured"] == []
+
+
+def test_the_transport_share_is_of_one_timed_region_when_a_run_has_several_passes():
+    # vLLM's side on one engine: timed_s sums its three calls, each of which decoded every request's
+    # data URL; the share is of one call's region (it read a third of that before).
+    from types import SimpleNamespace as NS
+
+    from harness.experiments import crosscheck_work
+
+    t = {"s_per_request": 0.005, "what": "MP4 video data URL"}
+    one_call = NS(work=NS(inputs={"transport": t}, num_seqs=512, passes=None), timing=NS(timed_s=14.6))
+    three = NS(work=NS(inputs={"transport": t}, num_seqs=512, passes=3), timing=NS(timed_s=3 * 14.6))
+    for r in (one_call, three):
+        assert crosscheck_work.transport([r])["share_of_vllm_timed"] == pytest.approx(0.005 * 512 / 14.6)

@@ -69,7 +69,8 @@ def transport(theirs: Sequence[record.RunRecord]) -> dict[str, Any]:
     parts = [(t, r) for t, r in parts if isinstance(t, dict) and t.get("s_per_request") is not None]
     if not parts:
         return {}
-    shares = [t["s_per_request"] * r.work.num_seqs / r.timing.timed_s for t, r in parts
+    # Per timed region: a one-engine run's timed_s sums its passes, each of which decoded every request.
+    shares = [t["s_per_request"] * r.work.num_seqs / (r.timing.timed_s / (r.work.passes or 1)) for t, r in parts
               if r.work.num_seqs and r.timing.timed_s]
     first = parts[0][0]
     return {"what": first.get("what"), "s_per_request": statistics.median(t["s_per_request"] for t, _ in parts),
