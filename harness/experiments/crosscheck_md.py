@@ -23,7 +23,9 @@ def band_verdict(row: dict, band: float) -> str:
 def interval_text(row: dict) -> str:
     """The row's interval as the tables print it, naming the rule that gave it."""
     if row.get("ci_low") is None:
-        return " (single pass)" if row.get("ratio") is not None else ""
+        if row.get("ratio") is None:
+            return ""
+        return " (one engine block: no interval)" if row.get("design") == "one engine" else " (single pass)"
     how = f", paired, {row['n_pairs']} pairs" if row.get("method") == "paired" else ""
     return f" [{row['ci_low']:.3f}, {row['ci_high']:.3f}]{how}"
 
