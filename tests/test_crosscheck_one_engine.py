@@ -221,3 +221,13 @@ def test_the_transport_share_is_of_one_timed_region_when_a_run_has_several_passe
     three = NS(work=NS(inputs={"transport": t}, num_seqs=512, passes=3), timing=NS(timed_s=3 * 14.6))
     for r in (one_call, three):
         assert crosscheck_work.transport([r])["share_of_vllm_timed"] == pytest.approx(0.005 * 512 / 14.6)
+
+
+def test_more_blocks_with_resume_reuse_the_blocks_measured_whole(fake_one_engine, tmp_path):
+    fake_one_engine(blocks=3, pairs=2, legs=("cpu-0.32.0",))
+    more = fake_one_engine(blocks=4, pairs=2, legs=("cpu-0.32.0",), resume=True)
+    (row,) = more["rows"]
+    assert row["n_pairs"] == 4 and [len(b) for b in row["round_ratios"]] == [2, 2, 2, 2]
+    index = json.loads(sorted((tmp_path / "r" / "t" / "sweeps").glob("*.json"))[-1].read_text())
+    reused = {(e["run_id"].split("/")[-1], e["reused"]) for e in index["runs"]}
+    assert reused == {("r1", True), ("r2", True), ("r3", True), ("r4", False)}
