@@ -69,10 +69,11 @@ def block_key(spec: RunSpec) -> tuple:
     return spec.repeat, spec.model.name, spec.leg_env.leg.name
 
 
-def pair_values(ours: Sequence[record.RunRecord], theirs: Sequence[record.RunRecord]) -> list[tuple[float, float]]:
-    """(harness, vLLM) per block that has both sides: the geometric means of the two sides' passes over
-    the rounds where both ran, so their ratio is the geometric mean of the rounds' pass ratios. Only
-    the two sides of one engine pair (the same block of one invocation)."""
+def _block_passes(ours: Sequence[record.RunRecord],
+                  theirs: Sequence[record.RunRecord]) -> list[list[tuple[float, float]]]:
+    """Per block that has both sides, in block order: its rounds' (harness, vLLM) pass values, in round
+    order, over the rounds where both ran. Only the two sides of one engine pair (the same block of one
+    invocation)."""
     by_block = {r.repeat: r for r in theirs if r.paired is not None}
     out = []
     for r in sorted(ours, key=lambda r: r.repeat):
@@ -81,25 +82,21 @@ def pair_values(ours: Sequence[record.RunRecord], theirs: Sequence[record.RunRec
             continue
         mine = {p.round: p.value for p in r.paired.passes if p.value}
         other = {p.round: p.value for p in v.paired.passes if p.value}
-        rounds = sorted(set(mine) & set(other))
-        if rounds:
-            out.append((math.exp(sum(math.log(mine[k]) for k in rounds) / len(rounds)),
-                        math.exp(sum(math.log(other[k]) for k in rounds) / len(rounds))))
+        out.append([(mine[k], other[k]) for k in sorted(set(mine) & set(other))])
     return out
+
+
+def pair_values(ours: Sequence[record.RunRecord], theirs: Sequence[record.RunRecord]) -> list[tuple[float, float]]:
+    """(harness, vLLM) per block: the geometric means of the two sides' passes over its rounds, so
+    their ratio is the geometric mean of the rounds' pass ratios."""
+    def gmean(xs: list[float]) -> float:
+        return math.exp(sum(map(math.log, xs)) / len(xs))
+    return [(gmean([h for h, _ in b]), gmean([v for _, v in b])) for b in _block_passes(ours, theirs) if b]
 
 
 def round_ratios(ours: Sequence[record.RunRecord], theirs: Sequence[record.RunRecord]) -> list[list[float]]:
     """Each block's rounds' pass ratios harness ÷ vLLM, in round order (the spread within an engine)."""
-    by_block = {r.repeat: r for r in theirs if r.paired is not None}
-    out = []
-    for r in sorted(ours, key=lambda r: r.repeat):
-        v = by_block.get(r.repeat)
-        if r.paired is None or v is None or v.invocation_id != r.invocation_id:
-            continue
-        other = {p.round: p.value for p in v.paired.passes if p.value}
-        out.append([p.value / other[p.round] for p in sorted(r.paired.passes, key=lambda p: p.round)
-                    if p.value and p.round in other])
-    return out
+    return [[h / v for h, v in b] for b in _block_passes(ours, theirs)]
 
 
 def rounds_md(rows: Sequence[dict]) -> list[str]:
