@@ -59,3 +59,22 @@ def sweep_env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     return env
+
+
+def worker_module(name: str, as_name: str):
+    """A worker script (harness/measure/worker/NAME) loaded as a module, its folder on sys.path while it
+    imports its siblings, as the leg's Python runs it."""
+    import importlib.util
+    import sys
+
+    from harness.measure.run import WORKER
+
+    spec = importlib.util.spec_from_file_location(as_name, WORKER.parent / name)
+    assert spec and spec.loader
+    sys.path.insert(0, str(WORKER.parent))
+    try:
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(WORKER.parent))
+    return mod

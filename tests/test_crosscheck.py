@@ -10,7 +10,7 @@ import json
 from harness.experiments import crosscheck as cc
 from harness.experiments import crosscheck_md as ccmd
 from harness.measure.sweep import SweepArgs
-from tests.conftest import FAKE_BENCH, write_scenario
+from tests.conftest import FAKE_BENCH, worker_module, write_scenario
 
 SCENARIO = """
 name: t
@@ -361,20 +361,7 @@ def test_other_work_on_vllms_side_is_refused_not_printed_as_a_ratio(tmp_path, fa
 
 def test_the_worker_reads_vllms_printed_token_counts():
     # vLLM 0.24.0-0.32.0 print these two lines (from its request outputs) but keep them out of its JSON.
-    import importlib.util
-
-    from harness.measure.run import WORKER
-
-    spec = importlib.util.spec_from_file_location("vllm_bench_worker", WORKER.parent / "vllm_bench.py")
-    assert spec and spec.loader
-    import sys
-
-    sys.path.insert(0, str(WORKER.parent))
-    try:
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(WORKER.parent))
+    mod = worker_module("vllm_bench.py", "vllm_bench_worker")
     printed = "Throughput: 1.00 requests/s\nTotal num prompt tokens:  5408\nTotal num output tokens:  2048\n"
     assert mod._counts(printed) == {"prompt": 5408, "output": 2048}
     assert mod._counts("nothing printed") == {}

@@ -7,10 +7,8 @@ engine, image prompts on both sides."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,9 +18,8 @@ from harness.experiments import crosscheck as cc
 from harness.experiments import crosscheck_paired
 from harness.measure import paired
 from harness.measure.paired import Design, block_plan
-from harness.measure.run import WORKER
 from harness.measure.sweep import SweepArgs
-from tests.conftest import FAKE_BENCH, write_scenario
+from tests.conftest import FAKE_BENCH, worker_module, write_scenario
 
 FAKE_COMMANDS = Path(__file__).parent / "fakes" / "fake_commands.py"
 
@@ -109,20 +106,8 @@ def test_what_the_one_engine_design_cannot_take_is_refused_in_one_line(fake_one_
         fake_one_engine(dry_run=True, **flag)
 
 
-def _vllm_bench_module():
-    spec = importlib.util.spec_from_file_location("vllm_bench_worker_lent", WORKER.parent / "vllm_bench.py")
-    assert spec and spec.loader
-    sys.path.insert(0, str(WORKER.parent))
-    try:
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(WORKER.parent))
-    return mod
-
-
 def test_the_lent_engine_is_checked_against_what_vllms_benchmark_asked_for():
-    mod = _vllm_bench_module()
+    mod = worker_module("vllm_bench.py", "vllm_bench_worker_lent")
     engine = object()
     lent = mod.Lent(engine)
 
