@@ -541,3 +541,25 @@ def test_a_second_crosscheck_keeps_the_first(tmp_path, fake_sweep, monkeypatch):
     assert sorted(r["workload"] for r in cc.load(study)["rows"]) == ["long", "mixed"]
     md = (study / "crosscheck.md").read_text()
     assert "| mixed |" in md and "| long |" in md
+
+
+def test_a_sweep_refuses_a_folder_that_is_not_a_study_and_a_folder_inside_one(tmp_path, fake_sweep):
+    """The study folder gets runs/, sweeps/ and study.yaml: never a user's non-empty folder, never a
+    folder inside a study (a results root that is a study or its runs/)."""
+    from harness.core.errors import UserError
+    from harness.measure.sweep import SweepArgs, sweep
+    from tests.conftest import write_scenario
+
+    scenario = write_scenario(tmp_path, "name: s\nlegs: [cpu-0.32.0]\nmodels:\n  - {name: m, path: tiny}\n"
+                                        "workloads:\n  - {name: w, kind: throughput, input_len: 8, output_len: 4, num_prompts: 2}\n")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    with pytest.raises(UserError, match="an existing folder that is not a study"):
+        sweep(SweepArgs(scenario=str(scenario), results=tmp_path, study="mine"))
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    study = tmp_path / "r" / "s"
+    sweep(SweepArgs(scenario=str(scenario), results=tmp_path / "r"))
+    for results, name in ((study, "x"), (study / "runs", "y")):
+        with pytest.raises(UserError, match="inside the study"):
+            sweep(SweepArgs(scenario=str(scenario), results=results, study=name))

@@ -244,6 +244,7 @@ def plan(args: SweepArgs, *, specs: Mapping[str, LegSpec] | None = None) -> tupl
     if why:
         raise UserError(f"--study: {why}")
     study_dir = paths.inside(args.results, study)
+    _check_study_dir(study_dir)
     check_model_paths(sc_file, sc, models)
     # Sizes the command line overrides and the workloads' source folders, before any leg or engine.
     check_plan(sc_file, sc, wanted_wl, repeats=args.repeats, timeout_s=args.timeout_s,
@@ -279,6 +280,24 @@ def plan(args: SweepArgs, *, specs: Mapping[str, LegSpec] | None = None) -> tupl
     if args.prime:
         planned = prime.with_primes(study_dir, planned, lambda s: (s.leg_env.leg.name, s.model.name, s.arm.name))
     return sc, study_dir, planned
+
+
+def _is_study(folder: Path) -> bool:
+    return (folder / "study.yaml").is_file() or (folder / "runs").is_dir()
+
+
+def _check_study_dir(study_dir: Path) -> None:
+    """A sweep writes runs/, sweeps/ and study.yaml into its study folder: only a new or empty folder,
+    or a study's, and never one inside a study (a results root that is itself a study or its runs/)."""
+    if study_dir.exists() and not study_dir.is_dir():
+        raise UserError(f"{study_dir}: not a folder; a study is measured into a folder")
+    if study_dir.is_dir() and any(study_dir.iterdir()) and not _is_study(study_dir):
+        raise UserError(f"{study_dir}: an existing folder that is not a study (no study.yaml or runs/ in it); "
+                        "refused: name a new folder, or a study's")
+    inside = next((p for p in list(study_dir.resolve().parents)[:2] if _is_study(p)), None)
+    if inside is not None:
+        raise UserError(f"{study_dir}: inside the study {inside}; refused: --results names the folder that holds "
+                        "studies")
 
 
 def paired_design(args: SweepArgs, sc: Scenario, legs: list[str], *, say: Callable[[str], None] | None = None,
