@@ -46,7 +46,7 @@ from harness.measure.executors import console
 from harness.measure.run import (RunSpec, _safe, emit, prepare_run_dir, process_group, kill_orphans, run_environ,
                                  worker_spec)
 from harness.measure.serve import Server, failed_point, measure_point, prompts_for, recorded_vocab, served_name
-from harness.measure.sweep import SweepArgs, plan
+from harness.measure.sweep import SweepArgs, planned_legs, plan, write_study_meta
 from harness.schema import checks, record
 from harness.schema.serve import Dist, ServePoint
 from harness.schema.serve_crosscheck import (TARGET_BAND, Comparison, PointPair, PointSummary, RepeatRun,
@@ -363,7 +363,7 @@ def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = No
     `server_factory` the leg's server."""
     if args.repeats is not None and args.repeats < 1:
         raise UserError("--repeats should be at least 1")
-    _, study_dir, planned = plan(args)
+    sc, study_dir, planned = plan(args)
     # Absolute: the server and vLLM's benchmark run with their repeat's folder as working directory.
     study_dir = study_dir.resolve()
     runs = [p for p in planned if workloads.traits_of(p.spec.workload.kind).server and p.spec.arm.name == "default"]
@@ -385,6 +385,10 @@ def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = No
     targets = {k: _target(study_dir, s) for k, s in {_key(p.spec): p.spec for p in runs}.items()}
     carried = _earlier(args, study_dir, targets, invocation_id)
     runs = [p for p in runs if p.spec.repeat not in carried.get(_key(p.spec), {})]
+    # Its study.yaml, as a sweep writes one: the folder is a study from its first file on, so that the
+    # next crosscheck (or sweep) into it is let in and a user's own folder never is.
+    legs = planned_legs(runs)
+    write_study_meta(study_dir, sc, list(legs), specs=legs)
     with guard.node_lock():
         left = kill_orphans()
         if left:

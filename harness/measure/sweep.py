@@ -463,7 +463,7 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
             what = "reuse" if p.reuse else "over " if p.index in replacing else "run  "
             console.print(f"{p.index:>4}  {what}  {p.spec.run_id}  env={p.spec.leg_env.name}", highlight=False)
             console.print(f"      inputs: {dryrun.inputs_line(p.spec.workload.work)}", highlight=False)
-        design = design or paired_design(args, sc, list(_planned_legs(planned)), specs=_planned_legs(planned))
+        design = design or paired_design(args, sc, list(planned_legs(planned)), specs=planned_legs(planned))
         if design is not None:
             _print_paired_plan(planned, design, block_key)
         if over:
@@ -472,7 +472,7 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
         return SweepResult(invocation_id="dry-run", study_dir=study_dir, records=[], measured=0,
                            reused=sum(p.reuse is not None for p in planned), index_path=Path())
     supersede.check(over, resume=args.resume, supersede=args.supersede)
-    design = design or (paired_design(args, sc, list(_planned_legs(planned)), specs=_planned_legs(planned))
+    design = design or (paired_design(args, sc, list(planned_legs(planned)), specs=planned_legs(planned))
                         if planned and planned[0].spec.engine == "paired" else None)
     # Sortable by name in the order invocations started (milliseconds), unique by the suffix.
     invocation_id = datetime.now().strftime("%Y%m%dT%H%M%S%f")[:-3] + "-" + uuid.uuid4().hex[:6]
@@ -498,8 +498,8 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
             for p in planned:
                 if p.spec.leg_env.root == env.root:
                     p.dirty = found
-        write_study_meta(study_dir, sc, list(_planned_legs(planned)), looks=design.looks if design is not None else 1,
-                         specs=_planned_legs(planned))
+        write_study_meta(study_dir, sc, list(planned_legs(planned)), looks=design.looks if design is not None else 1,
+                         specs=planned_legs(planned))
         index_path = paths.inside(study_dir, "sweeps", f"{invocation_id}.json")
         index = sweep_index.SweepIndex(
             schema_version=sweep_index.SCHEMA_VERSION, invocation_id=invocation_id, harness_version=__version__,
@@ -553,7 +553,7 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
                        measured=counts["measured"], reused=counts["reused"], index_path=index_path)
 
 
-def _planned_legs(planned: list[PlannedRun]) -> dict[str, LegSpec]:
+def planned_legs(planned: list[PlannedRun]) -> dict[str, LegSpec]:
     """The plan's legs by name, in the order it first measures them."""
     return {p.spec.leg_env.leg.name: p.spec.leg_env.leg for p in planned}
 
