@@ -49,3 +49,37 @@ def test_a_version_the_index_still_lacks_fails_the_build_and_leaves_no_env(tmp_p
         legmod.ensure(env)
     assert not env.root.exists()
     assert sum(ln.startswith("pip sync") for ln in log.read_text().splitlines()) == 2
+
+
+SLOW_UV = """#!/bin/sh
+echo "$1" >> "{log}"
+case "$1" in
+  venv) for a in "$@"; do root=$a; done; sleep 1; mkdir -p "$root/bin"; exit 0 ;;
+esac
+exit 0
+"""
+
+
+def test_two_processes_wanting_the_same_env_build_it_once(tmp_path, monkeypatch):
+    """FAKE uv (a venv takes a second to make): two builders of one leg env at once, as two sweeps or two
+    test workers. One builds; the other waits for it and reuses the env, never deleting a build in
+    progress (ensure deletes an incomplete env before building)."""
+    import threading
+
+    log = tmp_path / "uv.log"
+    uv = tmp_path / "uv"
+    uv.write_text(SLOW_UV.format(log=log))
+    uv.chmod(uv.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(legmod, "_uv", lambda: str(uv))
+    spec = legmod.load_leg("cpu-0.32.0").model_copy(update={"extra": [], "patches": []})
+    env = legmod.LegEnv(leg=spec, pins=(), lock="x==1\n", compat_id="fakecompat02",
+                        root=tmp_path / "legs" / "cpu-0.32.0-fakecompat02")
+    reports: list[legmod.BuildReport] = []
+    threads = [threading.Thread(target=lambda: reports.append(legmod.ensure(env))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(r.reused for r in reports) == [False, True]
+    assert log.read_text().splitlines().count("venv") == 1
+    assert (env.root / "harness-leg.json").exists()

@@ -22,6 +22,16 @@ def cache_dir() -> Path:
     return Path(os.environ.get("HARNESS_CACHE", PROJ_ROOT / ".cache")).resolve()
 
 
+def build_lock(dest: Path):
+    """A lock for building one cache entry (a leg venv, a tiny model) at `dest`: two processes that
+    want the same entry at once (two sweeps, two test workers) build it once, the second one waiting
+    and then reusing it. The lock file sits beside `dest`, in the cache folder the harness owns."""
+    from filelock import FileLock
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(dest.with_name(f".{dest.name}.build-lock")))
+
+
 def legs_dir() -> Path:
     return cache_dir() / "legs"
 

@@ -268,21 +268,23 @@ def resolve(leg: LegSpec, pins: tuple[str, ...] = (), *, offline: bool = False,
     work = paths.legs_dir() / ".resolve"
     work.mkdir(parents=True, exist_ok=True)
     tag = hashlib.sha256(json.dumps([leg.model_dump(), pins]).encode()).hexdigest()[:12]
-    req, ovr, out = (work / f"{tag}.{x}.txt" for x in ("in", "overrides", "lock"))
-    req.write_text("\n".join(leg.request(pins)) + "\n")
-    ovr.write_text("\n".join(leg.overrides) + "\n")
-    cmd = [_uv(), "pip", "compile", "--quiet", "--python-version", leg.python, "--no-header",
-           "--overrides", str(ovr), *_sources(leg), str(req), "-o", str(out)]
-    if offline:
-        cmd.append("--offline")
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise LegEnvError(leg.name, "resolve", 124, f"no resolution within {timeout_s:g} s (is its index reachable "
-                          "from here?)", path=leg_path(leg.name)) from None
-    if proc.returncode:
-        raise LegEnvError(leg.name, "resolve", proc.returncode, proc.stderr, path=leg_path(leg.name))
-    lock = _strip_lock(out.read_text())
+    # Two processes resolving the same leg at once would write the same files under each other.
+    with paths.build_lock(work / tag):
+        req, ovr, out = (work / f"{tag}.{x}.txt" for x in ("in", "overrides", "lock"))
+        req.write_text("\n".join(leg.request(pins)) + "\n")
+        ovr.write_text("\n".join(leg.overrides) + "\n")
+        cmd = [_uv(), "pip", "compile", "--quiet", "--python-version", leg.python, "--no-header",
+               "--overrides", str(ovr), *_sources(leg), str(req), "-o", str(out)]
+        if offline:
+            cmd.append("--offline")
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise LegEnvError(leg.name, "resolve", 124, f"no resolution within {timeout_s:g} s (is its index reachable "
+                              "from here?)", path=leg_path(leg.name)) from None
+        if proc.returncode:
+            raise LegEnvError(leg.name, "resolve", proc.returncode, proc.stderr, path=leg_path(leg.name))
+        lock = _strip_lock(out.read_text())
     added = additions(leg)
     cid = compat_id(leg.python, lock, added)
     suffix = "" if not pins else "+pins"
@@ -373,6 +375,14 @@ def ensure(env: LegEnv) -> BuildReport:
         return BuildReport(env=env, reused=True, seconds=0.0)
     if marker.exists():
         return BuildReport(env=env, reused=True, seconds=time.perf_counter() - t0)
+    with paths.build_lock(env.root):
+        # Another process may have built it while this one waited for the lock.
+        if marker.exists():
+            return BuildReport(env=env, reused=True, seconds=time.perf_counter() - t0)
+        return _build(env, marker, t0)
+
+
+def _build(env: LegEnv, marker: Path, t0: float) -> BuildReport:
     if env.root.exists():
         shutil.rmtree(env.root)
     env.root.parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ them: a missing or misnamed tensor fails the load instead of being left random.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -303,6 +304,17 @@ def build_tiny_mm_model(family: str, dest: Path | None = None, *, force: bool = 
     dest = Path(dest) if dest else default_dir(family)
     if (dest / "config.json").exists() and not force:
         return dest
+    # The cache's own copy is built once when two processes want it at once; the other waits, reuses it.
+    with paths.build_lock(dest) if default else contextlib.nullcontext():
+        if (dest / "config.json").exists() and not force:
+            return dest
+        with output_dir(dest, verb="tiny-model", replace=force, default=default) as tmp:
+            if family == "qwen2-vl":
+                tensors = _qwen2_vl_files(tmp, shape if isinstance(shape, TinyQwen2VLShape) else TinyQwen2VLShape())
+            else:
+                tensors = _whisper_files(tmp, shape if isinstance(shape, TinyWhisperShape) else TinyWhisperShape())
+            save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    return dest
     with output_dir(dest, verb="tiny-model", replace=force, default=default) as tmp:
         if family == "qwen2-vl":
             tensors = _qwen2_vl_files(tmp, shape if isinstance(shape, TinyQwen2VLShape) else TinyQwen2VLShape())

@@ -7,6 +7,7 @@ and in transformers, which is all a harness test needs; its outputs are meaningl
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -141,11 +142,15 @@ def build_tiny_model(dest: Path | None = None, shape: TinyLlamaShape = TinyLlama
     dest = Path(dest) if dest else default_dir()
     if (dest / "config.json").exists() and not force:
         return dest
-    with output_dir(dest, verb="tiny-model", replace=force, default=default) as tmp:
-        _train_tokenizer(tmp, shape)
-        save_file(_weights(shape), str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        (tmp / "generation_config.json").write_text(json.dumps({"bos_token_id": 0, "eos_token_id": 1}))
-        (tmp / "config.json").write_text(json.dumps(_config(shape), indent=2))
+    # The cache's own copy is built once when two processes want it at once; the other waits, reuses it.
+    with paths.build_lock(dest) if default else contextlib.nullcontext():
+        if (dest / "config.json").exists() and not force:
+            return dest
+        with output_dir(dest, verb="tiny-model", replace=force, default=default) as tmp:
+            _train_tokenizer(tmp, shape)
+            save_file(_weights(shape), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+            (tmp / "generation_config.json").write_text(json.dumps({"bos_token_id": 0, "eos_token_id": 1}))
+            (tmp / "config.json").write_text(json.dumps(_config(shape), indent=2))
     return dest
 
 
