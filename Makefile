@@ -62,11 +62,15 @@ main: setup
 	    echo "records: results/$(MAIN_STUDY)/runs   tables: results/$(MAIN_STUDY)/derived   report: results/$(MAIN_STUDY)/report"; \
 	    [ $$rc -eq 0 ] || echo "make main: some runs failed (recorded; see the report's failure section)" >&2; exit $$rc
 
+# The whole suite, on two workers: the tests that start real engines or Ray on one, in turn, the rest
+# on the other (tests/conftest.py); TEST_ARGS= runs it in one process.
+TEST_ARGS ?= -n 2 --dist loadgroup
+
 # The whole suite. What its report and browser tests need comes first where it can be had: Quarto from
 # QUARTO_SRC (when that folder exists) and Chromium from the system's package manager (when it is
 # missing and apt-get is there); without either, those tests skip and say why.
 test: setup test-tools
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(TEST_ARGS)
 
 test-tools:
 	@if ! command -v quarto >/dev/null 2>&1 && [ ! -x $(QUARTO_DIR)/bin/quarto ] && [ -f $(QUARTO_SRC)/install.sh ]; then \
