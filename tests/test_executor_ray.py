@@ -326,7 +326,7 @@ def test_real_cpu_run_through_ray(tmp_path, monkeypatch):
       - name: tiny-llama
         path: tiny
         dtype: float32
-        engine_args: {max_model_len: 512, gpu_memory_utilization: 0.25}
+        engine_args: {max_model_len: 512, gpu_memory_utilization: 0.25, enforce_eager: true}
     workloads:
       - {name: mixed, kind: throughput, input_len: 64, output_len: 16, num_prompts: 8}
     """
