@@ -192,7 +192,7 @@ def test_unreadable_scenario_files(tmp_path, run_cli, what):
 
 
 @pytest.mark.parametrize("text", [BOMB, "name: t\n# " + "x" * (50 << 20) + "\n"], ids=["billion-laughs", "50-MB"])
-def test_yaml_is_refused_within_a_second(tmp_path, text):
+def test_yaml_is_refused_before_it_is_expanded(tmp_path, text):
     import time
 
     path = tmp_path / "x.yaml"
@@ -200,7 +200,9 @@ def test_yaml_is_refused_within_a_second(tmp_path, text):
     t0 = time.perf_counter()
     with pytest.raises(UserError):
         yamlio.read_yaml(path)
-    assert time.perf_counter() - t0 < 1.0
+    # Refused by its size or its aliases before expanding: well under a second alone. The bound is loose
+    # because the suite shares the cores with an engine; unguarded, either file takes minutes or the memory.
+    assert time.perf_counter() - t0 < 10.0
 
 
 def test_anchors_within_bounds_still_load(tmp_path):
