@@ -148,7 +148,7 @@ watch() {
   done
   echo "--- drive.log"; tail -n 30 "$ROOT/R/drive.log" 2> /dev/null
   echo "--- unpack.log"; tail -n 3 "$ROOT/R/unpack.log" 2> /dev/null
-  local last; last=$(ls -t "$ROOT"/R/*.log 2> /dev/null | grep -v -e drive.log -e unpack.log | head -1)
+  local last; last=$(ls -t "$ROOT"/R/*.log 2> /dev/null | grep -v -e drive.log -e unpack.log | sed -n 1p)  # sed reads it all: no SIGPIPE
   [ -n "$last" ] && echo "--- $last" && tail -n 6 "$last"
   back
 }
