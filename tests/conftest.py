@@ -15,16 +15,6 @@ from harness.measure import sweep as sweepmod
 FAKE_BENCH = Path(__file__).parent / "fakes" / "fake_bench.py"
 
 
-def pytest_collection_modifyitems(items):
-    # `make test` runs the suite on two workers (pytest-xdist, --dist loadgroup). Every test that starts
-    # a real engine or a Ray cluster goes to one worker, one after another: they need the machine's
-    # cores, several time what they start, and they share the leg venvs and tiny models they build.
-    # The other worker takes the rest meanwhile.
-    for item in items:
-        if item.get_closest_marker("engine") or item.get_closest_marker("ray"):
-            item.add_marker(pytest.mark.xdist_group("engines"))
-
-
 @pytest.fixture(autouse=True)
 def _private_lock(tmp_path_factory, monkeypatch):
     # Each test gets its own node lock unless it asks for the shared one, so a developer's running
