@@ -315,13 +315,6 @@ def build_tiny_mm_model(family: str, dest: Path | None = None, *, force: bool = 
                 tensors = _whisper_files(tmp, shape if isinstance(shape, TinyWhisperShape) else TinyWhisperShape())
             save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
     return dest
-    with output_dir(dest, verb="tiny-model", replace=force, default=default) as tmp:
-        if family == "qwen2-vl":
-            tensors = _qwen2_vl_files(tmp, shape if isinstance(shape, TinyQwen2VLShape) else TinyQwen2VLShape())
-        else:
-            tensors = _whisper_files(tmp, shape if isinstance(shape, TinyWhisperShape) else TinyWhisperShape())
-        save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-    return dest
 
 
 # What a scenario's model `path` may name to get a locally built tiny model.
