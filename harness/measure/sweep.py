@@ -30,6 +30,7 @@ from harness.schema import record, sweep_index
 from harness.schema import study as study_file
 from harness.measure.leg import LegEnv, LegSpec
 from harness.schema.record import RunRecord
+from harness.schema.outdir import is_study
 from harness.measure.lock import waiting_node_lock
 from harness.measure.executors import EXECUTORS, Executor, PlannedRun, console, executor_named  # noqa: F401
 from harness.measure.run import RunSpec, kill_orphans
@@ -282,19 +283,15 @@ def plan(args: SweepArgs, *, specs: Mapping[str, LegSpec] | None = None) -> tupl
     return sc, study_dir, planned
 
 
-def _is_study(folder: Path) -> bool:
-    return (folder / "study.yaml").is_file() or (folder / "runs").is_dir()
-
-
 def _check_study_dir(study_dir: Path) -> None:
     """A sweep writes runs/, sweeps/ and study.yaml into its study folder: only a new or empty folder,
     or a study's, and never one inside a study (a results root that is itself a study or its runs/)."""
     if study_dir.exists() and not study_dir.is_dir():
         raise UserError(f"{study_dir}: not a folder; a study is measured into a folder")
-    if study_dir.is_dir() and any(study_dir.iterdir()) and not _is_study(study_dir):
+    if study_dir.is_dir() and any(study_dir.iterdir()) and not is_study(study_dir):
         raise UserError(f"{study_dir}: an existing folder that is not a study (no study.yaml or runs/ in it); "
                         "refused: name a new folder, or a study's")
-    inside = next((p for p in list(study_dir.resolve().parents)[:2] if _is_study(p)), None)
+    inside = next((p for p in list(study_dir.resolve().parents)[:2] if is_study(p)), None)
     if inside is not None:
         raise UserError(f"{study_dir}: inside the study {inside}; refused: --results names the folder that holds "
                         "studies")

@@ -48,7 +48,8 @@ from harness.schema.output_marker import FOLDER_MARKER, sidecar
 STUDY_OUTPUTS = ("derived", "report", "client-overhead")
 
 
-def _is_study(d: Path) -> bool:
+def is_study(d: Path) -> bool:
+    """A study folder: its study.yaml or its runs/ in it."""
     return (d / "study.yaml").is_file() or (d / "runs").is_dir()
 
 
@@ -73,7 +74,7 @@ def _protected(p: Path) -> str | None:
 
 def _study_above(p: Path) -> Path | None:
     for a in p.parents:
-        if _is_study(a):
+        if is_study(a):
             return a
     return None
 
@@ -114,7 +115,7 @@ def _common(dest: Path, *, study_view: bool = False) -> Path:
     why = _protected(p)
     if why:
         raise UserError(f"{dest}: {why}; refused: an output goes into a new folder of its own")
-    if p.is_dir() and _is_study(p):
+    if p.is_dir() and is_study(p):
         raise UserError(f"{dest}: is a study folder (study.yaml or runs/ in it); refused: name a new folder "
                         "outside the study")
     study = _study_above(p)
