@@ -19,6 +19,7 @@ from harness.experiments import crosscheck_paired
 from harness.measure import paired
 from harness.measure.paired import Design, block_plan
 from harness.measure.sweep import SweepArgs
+from harness.schema import record
 from tests.conftest import FAKE_BENCH, worker_module, write_scenario
 
 FAKE_COMMANDS = Path(__file__).parent / "fakes" / "fake_commands.py"
@@ -168,6 +169,17 @@ def test_real_one_engine_block_times_both_tools_on_the_same_cpu_engine(tmp_path)
     replies = [json.loads(x) for x in (runs / "engine-sides-b1" / "replies.jsonl").read_text().splitlines()]
     assert sum(r.get("cmd") == "pass" for r in replies) == 4
     assert [p.name for p in runs.iterdir() if p.name.startswith("engine-")] == ["engine-sides-b1"]
+    # Every pass split at its last request handed over: the timed call's 8 requests (vLLM's warm-up
+    # call is not the one split), its parts adding up to the call, the call inside the pass's clock.
+    for side in ("harness-one-engine-no-prefix-cache", "vllm-bench-one-engine-no-prefix-cache"):
+        rec = record.read(runs / "image" / side / "r1" / "results.json")
+        assert rec.schema_version == record.SCHEMA_VERSION and len(rec.paired.passes) == 2
+        for p in rec.paired.passes:
+            h = p.handover
+            assert h is not None and h.requests == 8, (side, p)
+            assert h.handover_s + h.tail_s == pytest.approx(h.call_s) and 0 < h.add_s <= h.handover_s
+            assert 0.8 * p.seconds <= h.call_s <= p.seconds + 0.05, (side, p.seconds, h)
+    assert set(row["handover"]) == {"harness", "vllm"} and row["handover"]["vllm"]["passes"] == 2
 
 
 def test_a_version_4_record_reads_as_per_run(tmp_path):
@@ -177,7 +189,7 @@ def test_a_version_4_record_reads_as_per_run(tmp_path):
     path.write_text(json.dumps({"schema_version": 4, "rows": [{"leg": "L", "model": "m", "workload": "w",
                                                                 "modality": "image"}]}))
     (row,) = crosscheck_file.read(path).rows
-    assert row.design == "per run" and row.round_ratios == [] and row.modality == "image"
+    assert row.design == "per run" and row.round_ratios == [] and row.modality == "image" and row.handover == {}
     path.write_text(json.dumps({"schema_version": 5, "rows": [{"leg": "L", "model": "m", "workload": "w",
                                                                 "design": "one block"}]}))
     with pytest.raises(UserError, match="c.json"):

@@ -433,6 +433,7 @@ def summarize(records: list[record.RunRecord], unmeasured: Sequence[str] = (), s
             "unmeasured": [u for u in unmeasured if u.split("/")[1:4] == [leg, _safe(model), wl]],
             "pair_ratios": [] if refused else [h / v for h, v in pairs],
             "round_ratios": [] if refused or not one_engine else crosscheck_paired.round_ratios(ours, theirs),
+            "handover": crosscheck_paired.handover(ours, theirs) if one_engine else {},
             "cold_runs": _cold(study_dir, ours, theirs),
         })
     return CrosscheckRecord(rows=rows).model_dump(exclude_none=False)

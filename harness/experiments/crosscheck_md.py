@@ -57,6 +57,7 @@ def crosscheck_md(summary: dict, band: float | None = None) -> str:
         lines += ["", "Each repeat's pair on its own (harness ÷ vLLM, the two run back to back by one invocation; "
                   "one engine: each engine block's, the geometric mean of its rounds): " + "; ".join(pairs) + "."]
     lines += crosscheck_paired.rounds_md(summary["rows"])
+    lines += crosscheck_paired.handover_md(summary["rows"])
     welch = [f"{r['leg']} `{r['model']}` {r['workload']}: {_fmt(w.get('ratio'), '{:.3f}')}"
              + (f" [{w['ci_low']:.3f}, {w['ci_high']:.3f}]" if w.get("ci_low") is not None else "")
              + f", {w.get('verdict')}" for r in summary["rows"] if r.get("method") == "paired" and (w := r.get("welch"))]

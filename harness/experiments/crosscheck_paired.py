@@ -19,6 +19,7 @@ one-sample t over the blocks' log ratios (three blocks or more), as for the per-
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 
 from harness.core.errors import UserError
@@ -113,3 +114,48 @@ def rounds_md(rows: Sequence[dict]) -> list[str]:
     return ["", "One engine (`--design paired`): both tools timed on the same engine, their passes alternating "
             "(each round's two back to back, the order swapped every round); the unit of replication is the engine "
             "block, whose ratio is the geometric mean of its rounds' pass ratios. " + "; ".join(parts) + "."]
+
+
+SPLIT = ("call_s", "handover_s", "add_s", "tail_s")
+
+
+def handover(ours: Sequence[record.RunRecord], theirs: Sequence[record.RunRecord]) -> dict[str, dict]:
+    """Per side, over its passes that were split (record version 10): each part's median and range,
+    in seconds. {} where no pass was split."""
+    out: dict[str, dict] = {}
+    for side, recs in (("harness", ours), ("vllm", theirs)):
+        splits = [p.handover for r in recs if r.paired for p in r.paired.passes if p.handover]
+        if not splits:
+            continue
+        out[side] = {"passes": len(splits), "requests": splits[0].requests}
+        for key in SPLIT:
+            xs = sorted(getattr(h, key) for h in splits)
+            out[side][key] = {"median": statistics.median(xs), "min": xs[0], "max": xs[-1]}
+    return out
+
+
+def handover_md(rows: Sequence[dict]) -> list[str]:
+    """Where each one-engine row's passes spent their region, per side: up to the last request
+    handed to the engine (host-side work on every request) and after it (the engine finishing)."""
+    def part(h: dict, key: str) -> str:
+        x = h[key]
+        return f"{x['median']:.2f} s ({x['min']:.2f}–{x['max']:.2f})"
+
+    parts = []
+    for r in rows:
+        h = r.get("handover") or {}
+        sides = [(name, h[key]) for name, key in (("harness", "harness"), ("vLLM", "vllm")) if key in h]
+        if not sides:
+            continue
+        said = "; ".join(f"{name} ({s['passes']} passes of {s['requests']} requests): region {part(s, 'call_s')} = "
+                         f"handover {part(s, 'handover_s')}, of it in add_request {part(s, 'add_s')}, "
+                         f"+ after the last request {part(s, 'tail_s')}" for name, s in sides)
+        parts.append(f"{r['leg']} `{r['model']}` {r['workload']}: {said}")
+    if not parts:
+        return []
+    return ["", "Where the one-engine passes' regions went, median (range) per side (measured in the front end, "
+            "harness/measure/worker/handover.py): *handover* runs from the call's start to the last request handed "
+            "to the engine — each request's preparation by the tool (vLLM's chat template and data-URL decoding) "
+            "and, *in add_request*, vLLM's input processing (the HF processor) and the send to the engine core, "
+            "which works meanwhile; *after* is the engine finishing what it holds. A gap between the tools in the "
+            "handover is their host-side work; in the part after it, the engine's. " + "; ".join(parts) + "."]

@@ -460,6 +460,7 @@ def measure_block(runs: list[PlannedRun], design: Design, *, invocation_id: str,
                 e.passes.setdefault(wi, []).append(PairedPass(
                     round=step.round, position=step.position, started_at=rep["started_at"], ended_at=rep["ended_at"],
                     seconds=rep["seconds"], value=rep.get("value"), output_tokens=rep.get("output_tokens"),
+                    handover=rep.get("handover"),
                     partner_cpu_s=max(after - before, 0.0) if partners else None,
                     wake_s=woke.pop(step.leg, None), settle_s=settled))
             elif step.what == "sleep":

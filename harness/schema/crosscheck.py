@@ -23,6 +23,10 @@ Format history (schema_version):
       "one engine" (both tools timed on one engine per block, passes alternating: `n_pairs` counts
       blocks and `round_ratios` holds each block's rounds' pass ratios). Versions 1-4 read as "per run",
       the only design there was.
+  6 - rows gain `handover`: for a one-engine row, per side ("harness", "vllm"), the median and range
+      over its passes of the region's split at the last request handed to the engine (`call_s`,
+      `handover_s`, `add_s`, `tail_s`; record version 10's `paired.passes[].handover`). Versions 1-5
+      read as having none (it was not measured).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.schema import record
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 KIND = "crosscheck"
 
 
@@ -65,6 +69,7 @@ class CrosscheckRow(BaseModel):
     transport: dict[str, Any] = Field(default_factory=dict)   # crosscheck_work.transport
     design: Literal["per run", "one engine"] = "per run"
     round_ratios: list[list[float]] = Field(default_factory=list)  # one engine: each block's rounds
+    handover: dict[str, Any] = Field(default_factory=dict)  # one engine: crosscheck_paired.handover
 
 
 class CrosscheckRecord(BaseModel):
@@ -110,7 +115,16 @@ def _update_to_5(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 5, "rows": rows}
 
 
-MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5}
+def _update_to_6(old: dict, path: Path) -> dict:
+    """Version 5 -> 6: no row had its passes split (not measured before)."""
+    rows = old.get("rows")
+    if isinstance(rows, list):
+        rows = [{**r, "handover": {}} if isinstance(r, dict) else r for r in rows]
+    return {**old, "schema_version": 6, "rows": rows}
+
+
+MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5,
+                                           5: _update_to_6}
 
 
 def read(path: Path) -> CrosscheckRecord:

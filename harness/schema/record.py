@@ -30,6 +30,9 @@ SCHEMA_VERSION history (loading branches on the stored version; `migrate` upgrad
 # 9 - `serve.capacity`: a serve run's capacity search (declaration, probes with each SLO percentile's
 #     order-statistic interval, stopping rule, result); `serve.inputs`: an image serve workload's
 #     image hashes (harness.schema.serve). Version-8 records lift unchanged (neither kept before).
+# 10 - `paired.passes[].handover`: where a paired pass's region went, seen from the front end (up to
+#     the last request handed to the engine, the time inside add_request, after it;
+#     harness/measure/worker/handover.py). Version-9 records lift unchanged (not measured before).
 A record newer than this package is refused: upgrade the harness rather than guess.
 """
 
@@ -50,7 +53,7 @@ from harness.core.errors import UserError
 from harness.schema.base import Frozen, FrozenLenient
 from harness.schema.serve import ServeResult
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 Status = Literal["ok", "failed", "timeout"]
 Provenance = Literal["measured", "transcribed"]
@@ -170,6 +173,16 @@ class Profile(FrozenLenient):
     error: str | None = None
 
 
+class Handover(Frozen):
+    """One pass's region split at the last request handed to the engine (worker/handover.py)."""
+
+    requests: int                      # requests handed over by the timed call(s)
+    call_s: float                      # the entry point's own span (generate / chat)
+    handover_s: float                  # call start -> the last request handed over
+    add_s: float                       # of that, inside add_request (input processing, the send)
+    tail_s: float                      # the last request handed over -> the call's return
+
+
 class PairedPass(Frozen):
     """One timed pass of a paired run; the analysis pairs it with the partner legs' pass of the same
     (model, arm, workload, block, round)."""
@@ -185,6 +198,7 @@ class PairedPass(Frozen):
     settle_s: float | None = None      # the wait, before the pass, for the partners to go idle (paired.settle)
     wake_s: float | None = None        # this engine's wake-up before the pass (sleep mode), outside the clock
     sleep_s: float | None = None       # and its return to sleep after it
+    handover: Handover | None = None   # the region's split at the last request handed over (v10)
 
 
 class Paired(Frozen):
@@ -369,11 +383,16 @@ def _update_to_9(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 9}
 
 
+def _update_to_10(old: dict, path: Path) -> dict:
+    """Version 9 -> 10: a paired pass's `handover` is new and optional."""
+    return {**old, "schema_version": 10}
+
+
 Migration = Callable[[dict, Path], dict]
 
 MIGRATIONS: dict[int, Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5,
                                     5: _update_to_6, 6: _update_to_7, 7: _update_to_8,
-                                    8: _update_to_9}
+                                    8: _update_to_9, 9: _update_to_10}
 
 
 def migrate(data: dict, path: Path) -> dict:

@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[3]))
 import bench  # noqa: E402
+import handover  # noqa: E402
 import vllm_bench  # noqa: E402
 
 from harness.schema.wire import WorkerSpec  # noqa: E402
@@ -133,7 +134,8 @@ def _one_pass(llm, w: Workload, ctx: dict, round_: int) -> dict:
     keep: list | None = [] if not w.passes else None
     w.ev("pass_start", round=round_, n=len(w.passes) + 1)
     started = time.time()
-    p = w.prep.timed_pass(llm, w.run_dir, keep=keep)
+    with handover.Clock(llm) as clock:
+        p = w.prep.timed_pass(llm, w.run_dir, keep=keep)
     ended = time.time()
     w.ev("pass_end", round=round_, seconds=p.seconds)
     w.passes.append(p)
@@ -143,7 +145,7 @@ def _one_pass(llm, w: Workload, ctx: dict, round_: int) -> dict:
     kind = w.prep.kind
     value = kind.metrics(w.prep.timed([p], w.inputs or {"prompt_tokens": 0})).get(kind.METRIC.key)
     return {"seconds": p.seconds, "started_at": started, "ended_at": ended,
-            "output_tokens": sum(p.group_output_tokens), "value": value}
+            "output_tokens": sum(p.group_output_tokens), "value": value, "handover": clock.summary()}
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[3]))
+import handover  # noqa: E402
 import stack  # noqa: E402
 import transport  # noqa: E402
 from bench import Events, die_with_group  # noqa: E402
@@ -220,7 +221,8 @@ class LentSide:
         self.ev("pass_start", round=round_, n=n, argv=argv)
         started = time.time()
         try:
-            ran = run_bench(args, self.asked, self.wl, out_json)
+            with handover.Clock(llm) as clock:
+                ran = run_bench(args, self.asked, self.wl, out_json)
         finally:
             vllm.LLM = real
         ended = time.time()
@@ -231,7 +233,9 @@ class LentSide:
         self.ev("pass_end", round=round_, seconds=ran["elapsed"])
         self.runs.append(ran)
         return {"seconds": ran["elapsed"], "started_at": started, "ended_at": ended,
-                "output_tokens": ran["output_tokens"], "value": ran["tok_s"]}
+                "output_tokens": ran["output_tokens"], "value": ran["tok_s"],
+                # its warm-up calls come first inside main(), its timed call last
+                "handover": clock.summary(last_only=True)}
 
     def finish(self) -> None:
         if self.runs:
