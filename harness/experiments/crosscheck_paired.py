@@ -155,7 +155,8 @@ def handover_md(rows: Sequence[dict]) -> list[str]:
         return []
     return ["", "Where the one-engine passes' regions went, median (range) per side (measured in the front end, "
             "harness/measure/worker/handover.py): *handover* runs from the call's start to the last request handed "
-            "to the engine — each request's preparation by the tool (vLLM's chat template and data-URL decoding) "
-            "and, *in add_request*, vLLM's input processing (the HF processor) and the send to the engine core, "
-            "which works meanwhile; *after* is the engine finishing what it holds. A gap between the tools in the "
-            "handover is their host-side work; in the part after it, the engine's. " + "; ".join(parts) + "."]
+            "to the engine: each request rendered by the front end (vLLM's chat parsing, template and data-URL "
+            "decoding; on both sides the multimodal processor) and, *in add_request*, the engine's input checks and "
+            "the send to the engine core, which works on the requests it has meanwhile; *after* is the engine "
+            "finishing what it holds. A gap between the tools in the handover is their host-side work; how much of "
+            "it reaches the region depends on how much of it the engine hides. " + "; ".join(parts) + "."]

@@ -3,20 +3,19 @@ waiting for the rest.
 
 vLLM's offline entry points (`LLM.generate`, `LLM.chat`; 0.24.0-0.32.0) first hand every request to the
 engine one by one, in the caller's process, and only then collect outputs; the engine core (a process
-of its own) starts on the first requests while the front end is still handing over the rest. Each
-request's handover is `llm_engine.add_request`: input processing (the HF processor on its images, the
-tokenizer) and the send to the engine core. What the front end does between those calls is its own
-preparation of each prompt (for `chat`: the template and, for data URLs, fetching and decoding the
-image). So a pass's region splits into
+of its own) starts on the first requests while the front end is still handing over the rest. Before
+each request's handover the front end renders it (for `chat`: the message parsing, the template and
+the fetching and decoding of data URLs; for both: the multimodal processor, which these releases run
+in the renderer); the handover itself is `llm_engine.add_request`: the engine's input checks and the
+send to the engine core. So a pass's region splits into
 
   handover_s  call start -> the last request handed over (host-side work on every request)
-  add_s       of that, the time inside add_request (input processing and the send)
+  add_s       of that, the time inside add_request (the rest is the rendering)
   tail_s      the last request handed over -> the call's return (the engine finishing what it holds)
 
 The two tools of a crosscheck differ only in what they do around the engine; this split says on which
 side of the last handover their difference lies. It patches the LLM instance's attributes for the span
-of one pass and restores them, so the engine and its timing are untouched but for two clock reads per
-request (measured on the tiny model: well under a millisecond per request).
+of one pass and restores them, so the engine is untouched but for two clock reads per request.
 """
 
 from __future__ import annotations
