@@ -365,3 +365,31 @@ def test_the_worker_reads_vllms_printed_token_counts():
     printed = "Throughput: 1.00 requests/s\nTotal num prompt tokens:  5408\nTotal num output tokens:  2048\n"
     assert mod._counts(printed) == {"prompt": 5408, "output": 2048}
     assert mod._counts("nothing printed") == {}
+
+
+def test_an_undecided_band_row_says_how_many_pairs_would_decide_it():
+    import math
+    import statistics
+
+    from harness.analyze import significance
+    from harness.experiments.crosscheck_md import crosscheck_md
+
+    def row(name, pairs, *, low, high, method="paired", design="per run"):
+        gm = math.exp(statistics.fmean(math.log(x) for x in pairs))
+        return {"leg": name, "model": "m", "workload": "w", "design": design, "method": method, "n_pairs": len(pairs),
+                "pair_ratios": pairs, "ratio": gm, "ci_low": low, "ci_high": high, "verdict": "undecided",
+                "harness_tok_s": [1.0], "vllm_tok_s": [1.0], "spread_harness": 0.0, "spread_vllm": 0.0,
+                "timed_share_harness": [], "round_ratios": [], "welch": {}, "cold_runs": [], "unmeasured": []}
+
+    gap = [1.04, 1.07, 1.02, 1.06]          # about 5% apart: more blocks would clear 1.00
+    near = [1.004, 0.996, 1.001]            # about 1: more pairs would fit inside ±3%
+    rows = [row("gap", gap, low=0.99, high=1.11, design="one engine"), row("near", near, low=0.96, high=1.04),
+            row("inside", near, low=0.99, high=1.01), row("welch", gap, low=0.9, high=1.2, method="welch")]
+    md = crosscheck_md({"rows": rows}, band=0.03)
+    (line,) = [x for x in md.splitlines() if x.startswith("What would decide")]
+    logs = [math.log(x) for x in gap]
+    n = significance.units_to_decide(statistics.fmean(logs), statistics.stdev(logs), 0.03)
+    assert f"gap `m` w (one engine): about {n} blocks (it has 4;" in line and "would clear 1.00" in line
+    assert "near `m` w: about" in line and "pairs (it has 3;" in line and "would fit inside the band" in line
+    assert "inside `m`" not in line and "welch `m`" not in line   # decided, or not by the paired rule
+    assert "What would decide" not in crosscheck_md({"rows": rows[2:]}, band=0.03)

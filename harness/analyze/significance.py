@@ -156,6 +156,16 @@ def units_to_decide(m: float, sd: float, margin: float | None, *, alpha: float =
     return None
 
 
+def decided_how(m: float, sd: float, n: int, *, alpha: float = ALPHA) -> str:
+    """Which way units_to_decide's `n` decides: "differs" where the interval would clear 1.00 there,
+    else "within" (it fits the margin)."""
+    from scipy import stats as sps
+
+    se = sd / math.sqrt(n)
+    crit = float(sps.t.ppf(1 - alpha / 2, n - 1))
+    return "differs" if abs(m) - (crit + sps.norm.ppf(POWER)) * se > 0 else "within"
+
+
 PAIRED_METHOD = "paired t on log pair ratios"
 # The paired rule needs three pairs: with two, a t-interval rests on one degree of freedom, and under the
 # light-tailed noise the shipped records show, its "within the band" claim erred 3.3% of the time where

@@ -3,8 +3,10 @@ each side's work, the pairs, the one-engine rounds, the interval's rule, cold an
 
 from __future__ import annotations
 
+import math
 import statistics
 
+from harness.analyze import significance
 from harness.experiments import crosscheck_paired, crosscheck_work
 from harness.schema.serve_crosscheck import interval_band
 
@@ -18,6 +20,28 @@ def band_verdict(row: dict, band: float) -> str:
     side = interval_band(row.get("ratio"), row.get("ci_low"), row.get("ci_high"), band)
     return {"within": "within", "below": "below", "above": "above", "undecided": "undecided (the interval "
             "crosses the band)", "no interval": "no interval"}.get(side or "", "—")
+
+
+def decide_md(rows: list[dict], band: float) -> list[str]:
+    """What would decide each paired row the band leaves undecided: the pairs (one engine: blocks) at
+    which, at the spread its pairs showed and if its ratio is the true one, the interval would clear
+    1.00 or fit inside the band with the significance module's power (significance.units_to_decide)."""
+    said = []
+    for r in rows:
+        logs = [math.log(x) for x in r.get("pair_ratios") or [] if x > 0]
+        if r.get("method") != "paired" or len(logs) < 2 or band_verdict(r, band) != "undecided (the interval crosses the band)":
+            continue
+        m, sd = statistics.fmean(logs), statistics.stdev(logs)
+        n = significance.units_to_decide(m, sd, band)
+        unit = "blocks" if r.get("design") == crosscheck_paired.DESIGN_LABEL else "pairs"
+        said.append(f"{r['leg']} `{r['model']}` {_workload(r)}: " + (
+            f"about {n} {unit} (it has {len(logs)}; sd of the log {unit[:-1]} ratio {sd:.3f}), where the interval "
+            + ("would clear 1.00" if significance.decided_how(m, sd, n) == "differs" else "would fit inside the band")
+            if n is not None else f"no number of {unit} up to 200 (its ratio sits on the band's edge; sd {sd:.3f})"))
+    if not said:
+        return []
+    return ["", f"What would decide the 1 ± {band:g} column where it is undecided, if each row's ratio and spread are "
+            f"the true ones ({significance.POWER:.0%} power): " + "; ".join(said) + "."]
 
 
 def interval_text(row: dict) -> str:
@@ -50,6 +74,8 @@ def crosscheck_md(summary: dict, band: float | None = None) -> str:
                      f"{_fmt(med(r['vllm_tok_s']))} | {shown} | {spreads} | "
                      f"{_fmt(med(r['timed_share_harness']), '{:.1%}')} |"
                      + (f" {band_verdict(r, band)} |" if band is not None else ""))
+    if band is not None:
+        lines += decide_md(summary["rows"], band)
     lines += crosscheck_work.note_md(summary["rows"])
     pairs = [f"{r['leg']} `{r['model']}` {_workload(r)}: " + ", ".join(f"{x:.3f}" for x in r["pair_ratios"])
              for r in summary["rows"] if len(r.get("pair_ratios") or []) > 1]
