@@ -140,30 +140,23 @@ def units_to_decide(m: float, sd: float, margin: float | None, *, alpha: float =
     `sd` the spread of one unit's contribution (se = sd / sqrt(n)), would be decided with probability
     POWER: the interval either clears 1.00 or fits inside the margin, whichever is nearer. None when
     no number up to n_max would (a true ratio sitting on the margin's edge)."""
-    from scipy import stats as sps
-
     if not math.isfinite(sd) or sd <= 0:
         return None
-    lim = math.log1p(margin) if margin is not None else None
-    z = sps.norm.ppf(POWER)
-    for n in range(2, n_max + 1):
-        se = sd / math.sqrt(n)
-        crit = float(sps.t.ppf(1 - alpha / 2, n - 1))
-        if abs(m) - (crit + z) * se > 0:
-            return n
-        if lim is not None and lim - abs(m) - (crit + z) * se > 0:
-            return n
-    return None
+    return next((n for n in range(2, n_max + 1) if decided_how(m, sd, margin, n, alpha=alpha)), None)
 
 
-def decided_how(m: float, sd: float, n: int, *, alpha: float = ALPHA) -> str:
-    """Which way units_to_decide's `n` decides: "differs" where the interval would clear 1.00 there,
-    else "within" (it fits the margin)."""
+def decided_how(m: float, sd: float, margin: float | None, n: int, *, alpha: float = ALPHA) -> str | None:
+    """How `n` units decide a comparison whose log ratio is truly `m` (spread `sd` a unit), with
+    probability POWER: "differs" (the interval clears 1.00), "within" (it fits inside the margin), or
+    None (not yet)."""
     from scipy import stats as sps
 
-    se = sd / math.sqrt(n)
-    crit = float(sps.t.ppf(1 - alpha / 2, n - 1))
-    return "differs" if abs(m) - (crit + sps.norm.ppf(POWER)) * se > 0 else "within"
+    reach = (float(sps.t.ppf(1 - alpha / 2, n - 1)) + float(sps.norm.ppf(POWER))) * sd / math.sqrt(n)
+    if abs(m) - reach > 0:
+        return "differs"
+    if margin is not None and math.log1p(margin) - abs(m) - reach > 0:
+        return "within"
+    return None
 
 
 PAIRED_METHOD = "paired t on log pair ratios"

@@ -29,14 +29,15 @@ def decide_md(rows: list[dict], band: float) -> list[str]:
     said = []
     for r in rows:
         logs = [math.log(x) for x in r.get("pair_ratios") or [] if x > 0]
-        if r.get("method") != "paired" or len(logs) < 2 or band_verdict(r, band) != "undecided (the interval crosses the band)":
+        side = interval_band(r.get("ratio"), r.get("ci_low"), r.get("ci_high"), band)
+        if r.get("method") != "paired" or len(logs) < 2 or side != "undecided":
             continue
         m, sd = statistics.fmean(logs), statistics.stdev(logs)
         n = significance.units_to_decide(m, sd, band)
         unit = "blocks" if r.get("design") == crosscheck_paired.DESIGN_LABEL else "pairs"
         said.append(f"{r['leg']} `{r['model']}` {_workload(r)}: " + (
             f"about {n} {unit} (it has {len(logs)}; sd of the log {unit[:-1]} ratio {sd:.3f}), where the interval "
-            + ("would clear 1.00" if significance.decided_how(m, sd, n) == "differs" else "would fit inside the band")
+            + ("would clear 1.00" if significance.decided_how(m, sd, band, n) == "differs" else "would fit inside the band")
             if n is not None else f"no number of {unit} up to 200 (its ratio sits on the band's edge; sd {sd:.3f})"))
     if not said:
         return []

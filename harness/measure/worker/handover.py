@@ -89,7 +89,7 @@ class Clock:
         calls = [c for c in self.calls if "end" in c]
         if last_only:
             calls = calls[-1:]
-        calls = [c for c in calls if c["adds"] and c["last_add"] is not None]
+        calls = [c for c in calls if c["adds"]]
         if not calls:
             return None
         return {"requests": sum(c["adds"] for c in calls),
