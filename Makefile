@@ -38,7 +38,8 @@ setup: $(VENV)/.installed
 # results/$(STUDY), whose committed records are the reference; it refuses a folder that holds records
 # unless SWEEP_ARGS has --resume (MAIN_STUDY=<that folder> SWEEP_ARGS=--resume continues one).
 # A sweep that recorded failed runs (exit 3) still gets its tables and report, which attribute the
-# failures; make main then ends with that status, so a script sees it.
+# failures; make main then ends with that status, so a script sees it. The tables come last: `harness
+# tables` ends by printing every cell's verdict, the same object the page, tables and card read.
 MAIN_SCENARIO ?= $(STUDY)
 # The paired, interleaved design (docs/paired.md): per engine block one engine per leg, both resident,
 # timed passes alternating A B / B A; four blocks of three rounds. The blocks are the unit of replication:
@@ -57,7 +58,7 @@ main: setup
 	$(PY) -m harness tiny-model
 	@set -x; $(PY) -m harness sweep $(MAIN_SCENARIO) --study $(MAIN_STUDY) $(MAIN_DESIGN) $(SWEEP_ARGS); rc=$$?; \
 	    [ $$rc -eq 0 ] || [ $$rc -eq 3 ] || exit $$rc; \
-	    $(PY) -m harness tables results/$(MAIN_STUDY) && $(PY) -m harness report results/$(MAIN_STUDY) || exit $$?; \
+	    $(PY) -m harness report results/$(MAIN_STUDY) && $(PY) -m harness tables results/$(MAIN_STUDY) || exit $$?; \
 	    { set +x; } 2>/dev/null; \
 	    echo "records: results/$(MAIN_STUDY)/runs   tables: results/$(MAIN_STUDY)/derived   report: results/$(MAIN_STUDY)/report"; \
 	    [ $$rc -eq 0 ] || echo "make main: some runs failed (recorded; see the report's failure section)" >&2; exit $$rc
@@ -102,8 +103,11 @@ lab: setup
 	    --LabApp.default_url=/lab/tree/notebooks $(LAB_ARGS)
 
 # The site of every shipped study (their rendered reports, as they are) and the notebooks: _site/.
+# Without Quarto (on PATH or installed by `make test-tools` into .cache/quarto) it says how to get it, in one line.
 site: setup
-	QUARTO_PYTHON=$(abspath $(PY)) PATH="$(abspath .venv/bin):$$PATH" PYTHONPATH="$(CURDIR)" $$(command -v quarto || echo $(QUARTO_DIR)/bin/quarto) render
+	@q=$$(command -v quarto || { [ -x $(QUARTO_DIR)/bin/quarto ] && echo $(QUARTO_DIR)/bin/quarto; }); \
+	if [ -z "$$q" ]; then echo "make site: Quarto is needed: install it (quarto.org, 1.4 or later) so that 'quarto' is on PATH, or run 'make test-tools' where $(QUARTO_SRC) exists" >&2; exit 2; fi; \
+	QUARTO_PYTHON=$(abspath $(PY)) PATH="$(abspath .venv/bin):$$PATH" PYTHONPATH="$(CURDIR)" $$q render
 
 # A screenshot of each shipped report at 1400 px and at 400 px, in .cache/screenshots/.
 screenshots: setup

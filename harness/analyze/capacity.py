@@ -25,7 +25,6 @@ from harness import workloads
 from harness.analyze.canonical import Canonical
 from harness.analyze.serve import Price
 from harness.analyze.stats import ALPHA, Ratio, ratio
-from harness.analyze.tables import table_verdicts
 
 MEASURED = ("found", "max_probes")
 CONFIDENCE = 0.95
@@ -147,8 +146,9 @@ def by_leg(found: pd.DataFrame) -> dict[tuple[str, str], dict[str, list[float]]]
 
 def ratios(found: pd.DataFrame, old: str, new: str, *, margin: float | None, alpha: float = ALPHA) -> pd.DataFrame:
     """Per (model, workload): capacity new / old over the repeats that measured one (above 1.00x the
-    newer leg holds the SLO at a higher load), its interval and verdict by the significance rule, the
-    study's capacity ratios decided together as every table's cells are (`tables.table_verdicts`)."""
+    newer leg holds the SLO at a higher load), its interval and its own test's verdict by the significance
+    rule. The verdict every view prints is the study's (`harness.analyze.verdicts`), which decides these
+    cells together with the study's other steps."""
     if found.empty:
         return pd.DataFrame()
     caps = by_leg(found)
@@ -157,5 +157,4 @@ def ratios(found: pd.DataFrame, old: str, new: str, *, margin: float | None, alp
         a, b = legs.get(old, []), legs.get(new, [])
         r: Ratio = ratio(a, b, higher_is_better=True, margin=margin, confidence=1 - alpha)
         rows.append({"model": model, "workload": wl, "ratio": r})
-    decided = table_verdicts([[row["ratio"] for row in rows]], alpha=alpha)[0]
-    return pd.DataFrame([row | {"ratio": r} for row, r in zip(rows, decided)])
+    return pd.DataFrame(rows)

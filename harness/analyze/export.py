@@ -81,6 +81,11 @@ def data_dictionary_md(canon: Canonical, df: pd.DataFrame) -> str:
     lines += ["| column | type | meaning |", "|---|---|---|"]
     for col, what in (DICTIONARY | kind_descriptions()).items():
         lines.append(f"| `{col}` | {_type(df[col])} | {what} |")
+    from harness.analyze.verdicts import FRAME_COLUMNS
+
+    lines += ["", "`verdicts.parquet` and `verdicts.csv`: one row per (kind, model, workload, step) between consecutive "
+              "legs, the study's verdict for it, as the page, tables and card print it (`harness.analyze.verdicts`).",
+              "", "| column | meaning |", "|---|---|", *[f"| `{c}` | {w} |" for c, w in FRAME_COLUMNS.items()]]
     return "\n".join(lines) + "\n"
 
 
@@ -94,7 +99,10 @@ def _type(s: pd.Series) -> str:
 
 
 def export(canon: Canonical, out_dir: Path) -> list[Path]:
-    """Write canonical.parquet, canonical.csv and DATA_DICTIONARY.md into `out_dir`."""
+    """Write canonical.parquet, canonical.csv, verdicts.parquet, verdicts.csv (every step cell's verdict
+    object, `harness.analyze.verdicts`) and DATA_DICTIONARY.md into `out_dir`."""
+    from harness.analyze import verdicts as vd
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     df = canonical_frame(canon)
@@ -104,9 +112,12 @@ def export(canon: Canonical, out_dir: Path) -> list[Path]:
     csv = df.copy()
     for col in ("samples", "pins", "run_dirs"):
         csv[col] = csv[col].map(lambda xs: ";".join(map(str, xs)))
+    ver = vd.frame(vd.study_verdicts(canon))
     written = []
     for name, write in (("canonical.parquet", lambda p: pq.to_parquet(p, index=False)),
                         ("canonical.csv", lambda p: csv.to_csv(p, index=False)),
+                        ("verdicts.parquet", lambda p: ver.to_parquet(p, index=False)),
+                        ("verdicts.csv", lambda p: ver.to_csv(p, index=False)),
                         ("DATA_DICTIONARY.md", lambda p: p.write_text(data_dictionary_md(canon, df), encoding="utf-8"))):
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out_dir)
         os.close(fd)

@@ -3,9 +3,9 @@ consecutive releases, and the releases where its level changed (docs/history.md)
 
 Two passes over the same canonical cells, which must agree or say where they do not:
 - the steps: each pair of consecutive measured releases is one cell ratio as every table computes it
-  (`tables.cell_ratio`: Welch's rule on repeats, the paired design's nested rule on paired passes), and
-  all steps of the history are decided together (`tables.table_verdicts`: Benjamini–Hochberg at the
-  study's level), so each step reads faster, slower, equivalent within ±δ or undecided;
+  with the verdict the study gives it (`harness.analyze.verdicts`: Welch's rule on repeats, the paired
+  design's nested rule on paired passes, all steps decided together by Benjamini–Hochberg at the study's
+  level), so each step reads faster, slower, equivalent within ±δ or undecided;
 - the step detection: a penalised piecewise-constant fit of the log samples over the whole series
   (optimal partitioning: the exact minimum over every segmentation of the residual sum of squares in
   units of the pooled within-release variance, plus a penalty per change point). The penalty is the F(1,
@@ -25,12 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import workloads
 from harness.analyze.canonical import Canonical
 from harness.analyze.order import leg_pairs, order_frame
 from harness.analyze.significance import ALPHA
-from harness.analyze.stats import Ratio
-from harness.analyze.tables import cell_ratio, study_alpha, study_margin, table_verdicts
+from harness.analyze.verdicts import CellVerdict
+from harness.analyze.verdicts import study_alpha, study_margin, study_verdicts
 from harness.schema import history as hfile
 
 MOVED = ("faster", "slower")
@@ -52,7 +51,7 @@ class Series:
     workload: str
     kind: str
     points: tuple[Point, ...]                     # every release of the history, measured or not
-    steps: tuple[tuple[str, str, Ratio], ...]     # (old leg, new leg, ratio) between consecutive measured ones
+    steps: tuple[tuple[str, str, CellVerdict], ...]     # (old leg, new leg, ratio) between consecutive measured ones
     change_points: tuple[str, ...] = ()           # legs where a new level starts
     levels: tuple[float, ...] = ()                # each segment's geometric mean, in order
     sigma: float | None = None                    # pooled within-release sd of the log samples
@@ -154,7 +153,7 @@ def _interval(samples: Sequence[float], alpha: float = ALPHA) -> tuple[float | N
     return math.exp(x.mean() - half), math.exp(x.mean() + half)
 
 
-def _agreement(label: dict[str, str], steps: Sequence[tuple[str, str, Ratio]], cps: set[str]) -> list[str]:
+def _agreement(label: dict[str, str], steps: Sequence[tuple[str, str, CellVerdict]], cps: set[str]) -> list[str]:
     out = []
     for old, new, r in steps:
         moved, found = r.verdict in MOVED, new in cps
@@ -177,15 +176,15 @@ def history_view(canon: Canonical, study_dir: Path | str) -> HistoryView | None:
         return None
     margin, _ = study_margin(canon)
     alpha = study_alpha(canon)
+    sv = study_verdicts(canon)
     # Releases by their version: a reviewed leg file's short label ("0.27") would read as another release.
     label = dict(leg_pairs(canon)) | {r.leg: r.version for r in rec.releases}
     order = [r.leg for r in rec.releases]
     cells = {(c["leg"], c["model"], c["workload"]): c for c in canon.cells.to_dict("records")}
     rows = order_frame(canon, canon.expected.drop_duplicates(["model", "workload"])[["model", "workload", "kind"]])
-    pending: list[tuple[str, str, str, list[Point], list[tuple[str, str, Ratio]]]] = []
+    pending: list[tuple[str, str, str, list[Point], list[tuple[str, str, CellVerdict]]]] = []
     for r in rows.to_dict("records"):
         model, wl, kind = r["model"], r["workload"], r["kind"]
-        metric = workloads.metric_of(kind)
         points, measured = [], []
         for leg in order:
             c = cells.get((leg, model, wl))
@@ -196,14 +195,12 @@ def history_view(canon: Canonical, study_dir: Path | str) -> HistoryView | None:
             points.append(Point(leg=leg, label=label.get(leg, leg), value=float(c["value"]), low=lo, high=hi,
                                 n=len(c["samples"])))
             measured.append(leg)
-        steps = [(a, b, cell_ratio(canon, cells[(a, model, wl)], cells[(b, model, wl)], metric, margin=margin))
-                 for a, b in zip(measured, measured[1:])]
+        # The steps' verdicts are the study's (one object for every view: harness.analyze.verdicts); a step
+        # across a release this cell lacks is one of the study's other leg pairs.
+        steps = [(a, b, sv.get(kind, model, wl, a, b)) for a, b in zip(measured, measured[1:])]
         pending.append((model, wl, kind, points, steps))
-    # Every step of the history is one test of one table: decided together.
-    decided = table_verdicts([[r for _, _, r in p[4]] for p in pending], alpha=alpha)
     out = []
-    for (model, wl, kind, points, steps), ratios in zip(pending, decided):
-        steps = [(a, b, r) for (a, b, _), r in zip(steps, ratios)]
+    for model, wl, kind, points, steps in pending:
         measured = [p for p in points if p.value is not None]
         groups = [cells[(p.leg, model, wl)]["samples"] for p in measured]
         idx, sigma = detect(groups, alpha=alpha)

@@ -296,42 +296,65 @@ def look_alpha(looks: int, alpha: float = ALPHA) -> float:
 TABLE_RULE = "Benjamini–Hochberg"
 
 
-def decide_table(tests: Sequence[Test | None], *, alpha: float = ALPHA) -> list[Verdict | None]:
-    """The verdicts of a table's cells with its false discovery rate controlled: Benjamini–Hochberg at
+@dataclass(frozen=True, kw_only=True)
+class FamilyDecision:
+    """One test's outcome in its family: the verdict, the hypothesis that decided it ("difference",
+    "equivalence" or None) and its Benjamini–Hochberg adjusted p-value (the smallest family level at
+    which the cell would be decided; None for a cell that entered no test)."""
+
+    verdict: Verdict | None
+    by: str | None = None
+    p: float | None = None        # the entering p-value, on alpha's scale
+    p_adj: float | None = None
+
+
+def decide_family(tests: Sequence[Test | None], *, alpha: float = ALPHA) -> list[FamilyDecision]:
+    """The verdicts of a family of cells with its false discovery rate controlled: Benjamini–Hochberg at
     `alpha` over the tested cells, each cell entering with one p-value, the smaller of its difference p
     and its equivalence p, and decided by that one. At most one of a cell's two null hypotheses (no
     difference; a difference of at least the margin) can be true, and a wrong verdict needs the true
     one's p below the threshold, so the smaller p bounds the cell's error as a p-value would (the
-    simulation checks the table's rate: harness.analyze.simulation.table_fdr). Each cell keeps its own
+    simulation checks the family's rate: harness.analyze.simulation.table_fdr). Each cell keeps its own
     interval; a cell decided alone may read "undecided" here. Cells whose test decided nothing to begin
     with (None, too few repeats, single pass, missing) keep their verdict and do not count as tests.
-    Returns one verdict per test (None for None)."""
+    A cell is decided exactly when its adjusted p (step-up: min over j >= rank of m/j * p_(j)) is at
+    most alpha, which is the Benjamini–Hochberg rule."""
     hyp: list[tuple[float, int, str]] = []
     for i, t in enumerate(tests):
         if t is None or t.verdict not in ("faster", "slower", "equivalent", "undecided"):
             continue
-        # On alpha's scale: a rule that tests at a fraction of alpha keeps that fraction in the table.
+        # On alpha's scale: a rule that tests at a fraction of alpha keeps that fraction in the family.
         scale = alpha / t.level
         p_diff = min(1.0, t.p * scale)
         p_eq = min(1.0, t.p_eq * scale) if t.p_eq is not None else 1.0
-        hyp.append((p_diff, i, "diff") if p_diff <= p_eq else (p_eq, i, "eq"))
+        hyp.append((p_diff, i, "difference") if p_diff <= p_eq else (p_eq, i, "equivalence"))
     order = sorted(hyp)
     m = len(order)
-    k = max((j for j, (p, _, _) in enumerate(order, 1) if p <= j / m * alpha), default=0)
-    rejected = {(i, what) for _, i, what in order[:k]}
-    out: list[Verdict | None] = []
+    adj: dict[int, float] = {}
+    running = 1.0
+    for j in range(m, 0, -1):
+        p, i, _ = order[j - 1]
+        running = min(running, p * m / j)
+        adj[i] = running
+    which = {i: (p, what) for p, i, what in order}
+    out: list[FamilyDecision] = []
     for i, t in enumerate(tests):
         if t is None:
-            out.append(None)
-        elif t.verdict not in ("faster", "slower", "equivalent", "undecided"):
-            out.append(t.verdict)
-        elif (i, "diff") in rejected:
-            out.append("faster" if t.ratio > 1 else "slower")
-        elif (i, "eq") in rejected:
-            out.append("equivalent")
+            out.append(FamilyDecision(verdict=None))
+        elif i not in which:
+            out.append(FamilyDecision(verdict=t.verdict))
         else:
-            out.append("undecided")
+            p, what = which[i]
+            v: Verdict = "undecided"
+            if adj[i] <= alpha:
+                v = ("faster" if t.ratio > 1 else "slower") if what == "difference" else "equivalent"
+            out.append(FamilyDecision(verdict=v, by=what if v != "undecided" else None, p=p, p_adj=adj[i]))
     return out
+
+
+def decide_table(tests: Sequence[Test | None], *, alpha: float = ALPHA) -> list[Verdict | None]:
+    """`decide_family`'s verdicts alone (the simulations' view of a family)."""
+    return [d.verdict for d in decide_family(tests, alpha=alpha)]
 
 
 def _df(va, vb, n_a: int, n_b: int):

@@ -13,11 +13,9 @@ sweeps ran them (the scenario's order), then alphabetical.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
@@ -25,16 +23,13 @@ import pandas as pd
 
 from harness import workloads
 from harness.analyze.canonical import Canonical, provenance_note
-from harness.analyze.dataset import Dataset
 from harness.core.errors import UserError
 from harness.analyze.fmt import (MISSING, fmt_ci, fmt_ms, fmt_ratio, fmt_tok_s, fmt_verdict, markdown_table,  # noqa: F401
                                  short_labels, ticked)
 from harness.analyze.order import _legs, leg_pairs, model_order, order_frame, row_key  # noqa: F401
-from harness.analyze.fmt import fmt_n
-from harness.analyze.significance import (ALPHA, MARGIN_DEFAULT, NESTED_METHOD, TABLE_RULE, decide_table,
-                                          default_margin, look_alpha)
-from harness.analyze.stats import Ratio, footnote, nested_ratio, ratio
-from harness.workloads.base import Metric
+from harness.analyze.significance import METHOD, NESTED_METHOD, footnote
+from harness.analyze.verdicts import (CellVerdict, StudyVerdicts, cell_ratio, paired_cell, study_alpha,  # noqa: F401
+                                      study_looks, study_margin, study_verdicts)
 
 @dataclass(frozen=True, kw_only=True)
 class Table:
@@ -59,6 +54,8 @@ def _ratio_label(kind: str, old: str, new: str, short: dict[str, str]) -> str:
 
 
 def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name: str, title: str) -> Table:
+    """The kind's metric per (model, workload) and leg, and per pair of neighbouring legs in `legs` the
+    cell's verdict as the study decided it (`verdicts.study_verdicts`: read, never recomputed here)."""
     metric = workloads.metric_of(kind)
 
     def fmt(v: float | None) -> str:
@@ -70,10 +67,9 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
     # Plain dict lookups: a table is built per leg pair, and frames are slow to index cell by cell.
     cells = {(c["leg"], c["model"], c["workload"]): c for c in canon.cells.to_dict("records")}
     pairs = list(zip(legs, legs[1:]))
-    margin, margin_source = study_margin(canon)
-    engine_sd = canon.study.extra.get("engine_sd")   # named in the paired cells' note
-    data_rows, disp_rows, any_ci = [], [], False
-    ratios_all: list[list[Ratio]] = []
+    sv = study_verdicts(canon)
+    data_rows, disp_rows, shown = [], [], []
+    verdicts_all: list[list[CellVerdict | None]] = []
     for r in rows.to_dict("records"):
         model, workload = r["model"], r["workload"]
         d: dict[str, object] = {"model": model, "tp": int(r["tp"]), "workload": workload}
@@ -83,123 +79,87 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
             d[label] = float(c["value"]) if c is not None else None
             d[f"{label} n"] = int(c["n"]) if c is not None else 0
             s[label] = fmt(d[label])
-        rs = []
+        vs: list[CellVerdict | None] = []
         for (old, old_lb), (new, new_lb) in pairs:
             lab = _ratio_label(kind, old_lb, new_lb, short)
-            rt = cell_ratio(canon, cells.get((old, model, workload)), cells.get((new, model, workload)), metric,
-                            margin=margin)
-            rs.append(rt)
-            any_ci |= rt.low is not None
-            d[lab], d[f"{lab} low"], d[f"{lab} high"], d[f"{lab} verdict"] = rt.value, rt.low, rt.high, rt.verdict
-            s[lab] = fmt_ratio(rt)
-        ratios_all.append(rs)
+            v = sv.get(kind, model, workload, old, new)
+            vs.append(v)
+            if v is not None and v.verdict != "missing":
+                shown.append(v)
+            # The columns a CSV or Parquet reader gets: the same object the page prints.
+            d[lab] = v.ratio if v is not None else None
+            d[f"{lab} low"], d[f"{lab} high"] = (v.low, v.high) if v is not None else (None, None)
+            d[f"{lab} verdict"] = v.verdict if v is not None else "missing"
+            d[f"{lab} verdict text"] = v.text if v is not None else "missing"
+            d[f"{lab} rule"] = v.rule_text if v is not None else None
+            d[f"{lab} unit"] = v.unit if v is not None else None
+            d[f"{lab} units"] = v.units if v is not None else 0
+            d[f"{lab} family"] = v.family_text if v is not None else None
+            d[f"{lab} p"] = v.p if v is not None else None
+            d[f"{lab} p adjusted"] = v.p_adj if v is not None else None
+            s[lab] = v.ratio_text.split(" [")[0] if v is not None else MISSING
+        verdicts_all.append(vs)
         data_rows.append(d)
         disp_rows.append(s)
-    # The table is many tests: its verdicts are decided together (false discovery rate at alpha).
-    ratios_all = table_verdicts(ratios_all, alpha=study_alpha(canon))
-    for d, rs in zip(data_rows, ratios_all):
-        for ((old, old_lb), (new, new_lb)), rt in zip(pairs, rs):
-            d[f"{_ratio_label(kind, old_lb, new_lb, short)} verdict"] = rt.verdict
     display = pd.DataFrame(disp_rows, columns=["model", "tp", "workload", *[lb for _, lb in legs],
                                                *[_ratio_label(kind, a[1], b[1], short) for a, b in pairs]])
+    any_ci = any(v.low is not None for v in shown)
     if any_ci:
         for j, (a, b) in enumerate(pairs):
             lab = _ratio_label(kind, a[1], b[1], short)
             # A study measured until decided tests at alpha / looks: its intervals are that much wider.
             level = "95%" if study_looks(canon) == 1 else f"{1 - study_alpha(canon):.1%}"
-            display[f"{lab} {level} CI"] = [fmt_ci(rs[j]) for rs in ratios_all]
-            display[f"{lab} n"] = [fmt_n(rs[j]) for rs in ratios_all]
-            display[f"{lab} verdict"] = [fmt_verdict(rs[j]) for rs in ratios_all]
+            display[f"{lab} {level} CI"] = [vs[j].interval_text if vs[j] is not None else "" for vs in verdicts_all]
+            display[f"{lab} units"] = [vs[j].units_text if vs[j] is not None and vs[j].ratio is not None else MISSING
+                                       for vs in verdicts_all]
+            display[f"{lab} verdict"] = [vs[j].text if vs[j] is not None else MISSING for vs in verdicts_all]
     notes = [n for n in (provenance_note(canon),) if n]
-    flat = [rt for rs in ratios_all for rt in rs if rt.value is not None]
-    if flat and not any_ci:
+    if shown and not any_ci:
         notes.append("Every ratio is a single pass: one timed run per side, so no confidence interval.")
     elif any_ci:
-        notes.append("Ratios are ratios of medians. \"single pass\": one run on each side, no interval.")
-        notes.append(footnote())
-        notes.append(table_note(margin, margin_source, sum(r.test is not None for rs in ratios_all for r in rs)))
-        looks = study_looks(canon)
-        if looks > 1:
-            notes.append(f"measured until decided ({looks} planned looks, study.yaml): every cell and the table "
-                         f"are tested at α/{looks} = {study_alpha(canon):.4f}, so the verdict at the look where "
-                         "the sweep stopped keeps its error rate ≤ α (docs/statistics.md); the intervals are "
-                         f"{1 - study_alpha(canon):.1%} intervals.")
-        if any(r.method == NESTED_METHOD for rs in ratios_all for r in rs):
-            notes.append(f"paired cells ({NESTED_METHOD}): n counts pass pairs run back to back on both legs' resident "
-                         "engines; the ratio is their geometric mean; engine instances enter through "
-                         + (f"the measured bound engine_sd = {float(engine_sd):.4f} (study.yaml)" if engine_sd is not None
-                            else "their block means (no engine_sd bound declared)") + " (docs/statistics.md).")
+        notes += rule_notes(sv, shown)
     notes.append(metric.ratio_note())
     return Table(name=name, title=title, data=pd.DataFrame(data_rows), display=display, notes=tuple(notes))
 
 
-def study_margin(canon: Canonical) -> tuple[float, str]:
-    """The study's equivalence margin and where it comes from: study.yaml's `margin`, else the
-    default for the device kind its canonical runs were measured on."""
-    declared = canon.study.extra.get("margin")
-    if declared is not None:
-        return float(declared), "study.yaml"
-    devices = canon.dataset.records.get("device")
-    device = next((str(d) for d in devices.dropna()), None) if devices is not None else None
-    kind = "cpu" if default_margin(device) == MARGIN_DEFAULT["cpu"] else "gpu"
-    return default_margin(device), f"the {kind.upper()} default"
+def rule_notes(sv: StudyVerdicts, shown: list[CellVerdict]) -> list[str]:
+    """The lines under a table of verdicts: the rules its cells were decided by (only those: a paired
+    table carries no repeat-rule footnote), the family, and the study's level."""
+    canon = sv.canon
+    out = []
+    rules = {v.rule for v in shown if v.ratio is not None}
+    if METHOD in rules:
+        out.append("Ratios of medians where the rule is Welch's. \"single pass\": one run on each side, no interval.")
+        out.append(footnote())
+    if NESTED_METHOD in rules:
+        engine_sd = canon.study.extra.get("engine_sd")
+        out.append(f"paired cells ({NESTED_METHOD}): the ratio is the geometric mean of pass pairs run back to back on "
+                   "both legs' resident engines; the units column counts the engine blocks (fresh engines per block) "
+                   "and the pairs inside them; "
+                   + (f"with the declared bound engine_sd = {float(engine_sd):.4f} (study.yaml) the pairs are the units "
+                      "where a cell's blocks agree with it, its block means otherwise"
+                      if engine_sd is not None else "the units are the block means (no engine_sd bound declared), so "
+                      "the interval has blocks − 1 degrees of freedom")
+                   + " (docs/statistics.md).")
+    fams = {(v.family, v.family_size) for v in shown if v.p_adj is not None}
+    for fam, _ in sorted(fams):
+        v = next(x for x in shown if x.family == fam and x.p_adj is not None)
+        out.append(table_note(sv.margin, sv.margin_source, v.family_text))
+    looks = study_looks(canon)
+    if looks > 1:
+        out.append(f"measured until decided ({looks} planned looks, study.yaml): every cell and the family "
+                   f"are tested at α/{looks} = {study_alpha(canon):.4f}, so the verdict at the look where "
+                   "the sweep stopped keeps its error rate ≤ α (docs/statistics.md); the intervals are "
+                   f"{1 - study_alpha(canon):.1%} intervals.")
+    return out
 
 
-def study_looks(canon: Canonical) -> int:
-    """How many looks the study's sweep planned (`looks` in study.yaml, written by `sweep --until-decided`;
-    1 for a fixed design)."""
-    return int(canon.study.extra.get("looks") or 1)
-
-
-def study_alpha(canon: Canonical) -> float:
-    """The level the study's cells are tested at: alpha / looks (significance.look_alpha)."""
-    return look_alpha(study_looks(canon))
-
-
-def cell_ratio(canon: Canonical, a: dict | None, b: dict | None, metric: Metric, *,
-               margin: float | None = None) -> Ratio:
-    """The ratio of two canonical cells (old, new) as every table prints it: the paired design's nested
-    rule where both cells hold paired passes, else Welch's rule on their repeats; with the study's margin
-    (`study_margin`; a caller that asks for many cells passes it once). A table decides its cells
-    together afterwards (`table_verdicts`)."""
-    if margin is None:
-        margin, _ = study_margin(canon)
-    engine_sd = canon.study.extra.get("engine_sd")
-    sa, sb = (tuple(a["samples"]) if a is not None else ()), (tuple(b["samples"]) if b is not None else ())
-    pa, pb = (a.get("pairs") if a is not None else None), (b.get("pairs") if b is not None else None)
-    alpha = study_alpha(canon)
-    if pa and pb:
-        return paired_cell(pa, pb, metric=metric, margin=margin, engine_sd=engine_sd, alpha=alpha)
-    return ratio(sa, sb, higher_is_better=metric.higher_is_better, margin=margin, confidence=1 - alpha)
-
-
-def paired_cell(old: dict, new: dict, *, metric: Metric, margin: float, engine_sd: float | None,
-                alpha: float = ALPHA) -> Ratio:
-    """Two legs' paired passes, matched by (engine block, round); a pass without its partner is left
-    out (the pair is incomplete). The nested rule (`stats.nested_ratio`) decides; its point value is
-    the geometric mean pair ratio rather than the ratio of medians."""
-    blocks: dict[int, list[tuple[float, float]]] = {}
-    for key in sorted(set(old) & set(new)):
-        blocks.setdefault(key[0], []).append((old[key], new[key]))
-    return nested_ratio(list(blocks.values()), higher_is_better=metric.higher_is_better, margin=margin,
-                        engine_sd=None if engine_sd is None else float(engine_sd), confidence=1 - alpha)
-
-
-def table_verdicts(rows: list[list[Ratio]], *, alpha: float = ALPHA) -> list[list[Ratio]]:
-    """Every cell of a table decided together: Benjamini–Hochberg over the cells' tests at `alpha` (the
-    study's level, `study_alpha`; `significance.decide_table`); each cell keeps its own interval."""
-    flat = [r for rs in rows for r in rs]
-    decided = decide_table([r.test for r in flat], alpha=alpha)
-    it = iter(decided)
-    return [[replace(r, verdict=v) if r.test is not None and v is not None else r for r, v in zip(rs, it)]
-            for rs in rows]
-
-
-def table_note(margin: float, source: str, tests: int) -> str:
+def table_note(margin: float, source: str, family: str) -> str:
     return (f"equivalent within ±{margin:.0%}: the interval lies inside [{1 / (1 + margin):.3f}, {1 + margin:.3f}] "
-            f"(two one-sided tests; margin from {source}); verdicts over the table's {tests} tested cells decided "
-            f"together ({TABLE_RULE}: the expected share of wrong verdicts among the decided ones ≤ α); "
-            "\"undecided\" says how many repeats per side would likely decide it.")
+            f"(two one-sided tests; margin from {source}); verdicts decided together by {family} (the expected "
+            "share of wrong verdicts among the decided ones ≤ α), the same verdicts on every view of the study; "
+            "\"undecided\" says how many units would likely decide it, or that the cell is decided alone but not "
+            "across its family.")
 
 
 def kind_table(canon: Canonical, kind: str) -> Table:

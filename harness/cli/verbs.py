@@ -118,6 +118,11 @@ def cmd_tables(a: argparse.Namespace) -> int:
     print(f"{len(canon.dataset)} records, {len(canon.cells)} canonical cells, {len(canon.exclusions)} runs "
           f"excluded, {len(problems)} files not usable; {len(written)} files under "
           f"{a.out or a.study_dir / 'derived'}")
+    # Every step cell's verdict as the tables just written hold it: the study's one verdict object.
+    from harness.analyze.verdicts import lines, study_verdicts
+
+    for line in lines(study_verdicts(canon)):
+        print(line)
     return 0
 
 

@@ -2,10 +2,12 @@
 transfers from one to the other (e.g. a B200 finding to H200).
 
 A step is a pair of consecutive legs, matched by label ("0.18 → 0.26") over the labels both studies
-have. Each side's ratio comes from its canonical cells (`harness.analyze.stats.ratio`, with the
-rounding interval for transcribed figures), or, where the study holds only a ratio its source
-printed, from its `printed.yaml` (labelled "printed"). Each ratio is read against the flat band
-(default ±5%): faster, slower or flat. The verdict: "transfers" when both sides read the same,
+have. Each side is that study's own verdict for the cell (`harness.analyze.verdicts`: its ratio, interval
+and verdict, exactly as its page prints them), or, where the study holds only a ratio its source
+printed, its `printed.yaml` (labelled "printed"). A side reads as its verdict: faster, slower, flat
+(equivalent), undecided; a single pass per side (or a printed ratio) can only be read against the flat band
+(default ±5%), and is labelled so. The verdict: "undecided in A/B" where a side's own verdict is undecided
+(there is no effect to transfer), "transfers" when both sides read the same,
 "does not transfer" when they differ, "direction only" when both move the same way but one effect
 is under half the other's (in log terms), "cannot run in B" / "only in A" where a side has no ratio.
 `compare_studies` returns plain data; `compare_studies_md` prints it.
@@ -20,11 +22,11 @@ from pathlib import Path
 import pandas as pd
 
 from harness import workloads
-from harness.analyze import rounding
 from harness.analyze.canonical import Canonical, canonicalize
 from harness.analyze.dataset import Problem, load
-from harness.analyze.stats import band_side, ratio
+from harness.analyze.stats import band_side
 from harness.analyze.tables import row_key, ticked
+from harness.analyze.verdicts import study_verdicts
 from harness.core.errors import UserError
 from harness.publish.locate import resolve
 from harness.schema.printed import Printed, read_printed
@@ -39,16 +41,20 @@ class Side:
     ratio: float | None
     low: float | None = None
     high: float | None = None
-    interval: str | None = None      # "95% Welch t" | "rounding" | None
+    interval: str | None = None      # the study's interval kind ("95% t", "rounding") or None
     printed: bool = False            # the source printed the ratio only
     outcome: str | None = None       # what the source says instead of a ratio ("cannot run ...")
+    cls: str | None = None           # the study's verdict class for the cell (CellVerdict.cls), None: no test
+    verdict: str = ""                # the study's verdict in words (CellVerdict.text)
 
     def reads(self, band: float) -> str | None:
         if self.ratio is None:
             return None
-        if self.interval == "95% Welch t" and self.low is not None and self.high is not None \
-                and self.low <= 1 <= self.high:
-            return "flat"   # the interval holds 1.00x: read with the flat band
+        if self.cls in ("faster", "slower", "undecided"):
+            return self.cls
+        if self.cls == "equivalent":
+            return "flat"
+        # A single pass per side or a printed ratio: no test, only the flat band.
         return {"above": "faster", "below": "slower", "within": "flat"}[band_side(self.ratio, band)]
 
     def text(self) -> str:
@@ -57,6 +63,8 @@ class Side:
         s = f"{self.ratio:.2f}x"
         if self.low is not None and self.high is not None:
             s += f" [{self.low:.2f}, {self.high:.2f}]"
+        if self.verdict:
+            s += f", {self.verdict}"
         return s + (" (printed ratio)" if self.printed else "")
 
 
@@ -88,17 +96,9 @@ def _canon(root: Path) -> Canonical:
 
 def _side(canon: Canonical, printed: Printed | None, kind: str, model: str, workload: str,
           old: tuple[str, str], new: tuple[str, str]) -> Side:
-    cells = {(c["leg"], c["model"], c["workload"]): c for c in canon.cells.to_dict("records")}
-    a, b = cells.get((old[0], model, workload)), cells.get((new[0], model, workload))
-    metric = workloads.metric_of(kind)
-    if a is not None and b is not None:
-        rt = ratio(a["samples"], b["samples"], higher_is_better=metric.higher_is_better)
-        if rt.low is not None:
-            return Side(ratio=rt.value, low=rt.low, high=rt.high, interval="95% Welch t")
-        if "transcribed" in (a["provenance"], b["provenance"]):
-            lo, hi = rounding.ratio_bounds(float(a["value"]), float(b["value"]), metric)
-            return Side(ratio=rt.value, low=lo, high=hi, interval="rounding")
-        return Side(ratio=rt.value)
+    v = study_verdicts(canon).get(kind, model, workload, old[0], new[0])
+    if v is not None and v.ratio is not None:
+        return Side(ratio=v.ratio, low=v.low, high=v.high, interval=v.interval, cls=v.cls, verdict=v.text)
     p = printed.get(model, workload, old[1], new[1]) if printed else None
     if p is not None:
         return Side(ratio=p.ratio, printed=p.ratio is not None, outcome=p.outcome)
@@ -113,6 +113,9 @@ def _verdict(a: Side, b: Side, band: float) -> str:
         return "cannot run in B" if b.outcome else "only in A"
     if ra is None:
         return "cannot run in A" if a.outcome else "only in B"
+    if "undecided" in (ra, rb):
+        where = "both" if ra == rb else ("A" if ra == "undecided" else "B")
+        return f"undecided in {where} (no decided effect to transfer)"
     if ra != rb:
         return f"does not transfer ({ra} in A, {rb} in B)"
     if ra != "flat" and a.ratio and b.ratio:
@@ -192,12 +195,13 @@ def compare_studies_md(c: Comparison, *, one_sided: bool = False) -> str:
     hidden = len(c.rows) - len(shown)
     lines = [f"# {c.a} vs {c.b}: does it transfer?", "",
              f"{len(c.rows)} (model, workload, step) cells in either study; {len(both)} have a ratio in both, and "
-             f"{len(same)} of those read the same in both (faster, slower, or within {c.band:.0%} of 1.00x)."
+             f"{len(same)} of those read the same in both (faster, slower, or flat)."
              + (f" {hidden} cells that only one study has are left out (`--all` lists them)." if hidden else ""), "",
              table_md(comparison_table(Comparison(a=c.a, b=c.b, band=c.band, rows=shown))), "",
-             f"_A is `{c.a}`, B is `{c.b}`. Ratio: above 1.00x the newer leg is faster; brackets: the 95% Welch t "
-             f"interval, or for transcribed figures the range their printed rounding allows; \"printed ratio\": the "
-             f"source printed only the ratio. Flat: within {c.band:.0%} of 1.00x. Built by "
-             f"`harness compare-studies`._"]
+             f"_A is `{c.a}`, B is `{c.b}`. Each side is that study's own ratio, interval and verdict, as its page "
+             f"prints them (`harness.analyze.verdicts`): the rule's 95% interval, or for transcribed figures the range "
+             f"their printed rounding allows; \"printed ratio\": the source printed only the ratio. A side without a "
+             f"test (a single pass per side, a printed ratio) is read against the flat band, ±{c.band:.0%} of 1.00x; "
+             f"flat is \"equivalent\" where a test decided it. Built by `harness compare studies`._"]
     return "\n".join(lines) + "\n"
 

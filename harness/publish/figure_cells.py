@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness import workloads
 from harness.analyze.tables import _legs
 from harness.core.errors import UserError
 from harness.publish.sections.supporting import supporting
@@ -133,7 +132,6 @@ def answer_figure(st: Study) -> Png | Note:
 
 def ratio_figure(st: Study) -> Png | Note:
     """Per step between consecutive legs, each (model, workload)'s ratio with its 95% interval."""
-    from harness.analyze.studies import diagnostics as dx
     from harness.publish import figures
 
     if len(_legs(st.canon)) < 2:
@@ -142,25 +140,31 @@ def ratio_figure(st: Study) -> Png | Note:
 
 
 def ratio_rows(st: Study) -> Any:
-    """The ratio frame of the main series; for transcribed cells, with the interval the rounding of the
-    printed figures allows (`r_low`, `r_high`)."""
-    from harness.analyze import rounding
-    from harness.analyze.studies import diagnostics as dx
+    """The study's step verdicts as the ratio figure draws them (`harness.analyze.verdicts`: the ratio and
+    interval every view prints); for transcribed single passes the interval the rounding of the printed
+    figures allows (`r_low`, `r_high`) instead of a confidence interval."""
+    import pandas as pd
 
-    df = dx.ratio_frame(st.canon)
-    if not st.transcribed or df.empty:
-        return df
-    cells = {(c["leg"], c["model"], c["workload"]): c for c in st.canon.cells.to_dict("records")}
-    lows, highs = [], []
-    for r in df.to_dict("records"):
-        a, b = cells[(r["old"], r["model"], r["workload"])], cells[(r["new"], r["model"], r["workload"])]
-        if "transcribed" in str(r["provenance"]) and r["n_old"] == 1 and r["n_new"] == 1:
-            lo, hi = rounding.ratio_bounds(float(a["value"]), float(b["value"]), workloads.metric_of(r["kind"]))
-        else:
-            lo = hi = None
-        lows.append(lo)
-        highs.append(hi)
-    return df.assign(r_low=lows, r_high=highs)
+    from harness.analyze.fmt import short_labels
+    from harness.analyze.verdicts import study_verdicts
+
+    sv = study_verdicts(st.canon)
+    short = short_labels([lb for _, lb in _legs(st.canon)])
+    prov = {(c["leg"], c["model"], c["workload"]): c["provenance"] for c in st.canon.cells.to_dict("records")}
+    rows = []
+    for v in sv.cells:
+        if v.ratio is None:
+            continue
+        rounding = v.interval == "rounding"
+        rows.append({"series": st.canon.series, "model": v.model, "workload": v.workload, "kind": v.kind,
+                     "old": v.old, "new": v.new, "pair": f"{short.get(v.new_label, v.new_label)}/{short.get(v.old_label, v.old_label)}",
+                     "ratio": v.ratio, "low": None if rounding else v.low, "high": None if rounding else v.high,
+                     "verdict": v.verdict, "units": v.units_text, "n_old": v.n_old, "n_new": v.n_new,
+                     "provenance": ",".join(sorted({str(prov.get((v.old, v.model, v.workload))),
+                                                    str(prov.get((v.new, v.model, v.workload)))})),
+                     "r_low": v.low if rounding else None, "r_high": v.high if rounding else None})
+    return pd.DataFrame(rows, columns=["series", "model", "workload", "kind", "old", "new", "pair", "ratio", "low",
+                                       "high", "verdict", "units", "n_old", "n_new", "provenance", "r_low", "r_high"])
 
 
 def ratio_caption_md(st: Study) -> str:
@@ -169,7 +173,9 @@ def ratio_caption_md(st: Study) -> str:
         return ""
     df = ratio_rows(st).dropna(subset=["ratio"])
     ci = int(df["low"].notna().sum())
-    bits = [f"{ci} of the {len(df)} ratios have a 95% Welch-t interval (filled dots with bars)" if ci else
+    rules = sorted({str(u).split(" (")[0].split(" in ")[-1] for u in df.loc[df["low"].notna(), "units"]})
+    bits = [f"{ci} of the {len(df)} ratios have the rule's 95% interval (filled dots with bars; over "
+            f"{', '.join(rules)})" if ci else
             f"none of the {len(df)} ratios has an interval: every side is a single pass (hollow dots)"]
     if "r_low" in df.columns:
         noise = df[(df["r_low"] <= 1) & (df["r_high"] >= 1) & df["low"].isna()]

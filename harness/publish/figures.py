@@ -65,7 +65,7 @@ def ratio_dots(ratios: pd.DataFrame, *, title: str = "Ratio between legs, per mo
 
     `ratios`: `harness.analyze.studies.dispersion.ratio_frame` columns — model, workload, kind, pair, ratio, low, high,
     verdict, provenance; optionally `r_low` / `r_high`, the interval the rounding of transcribed figures
-    allows. Filled dots with bars: a 95% Welch-t interval (repeats on both sides). Hollow dots: single
+    allows. Filled dots with bars: the rule's 95% interval (harness.analyze.verdicts). Hollow dots: single
     passes. A grey bar is the rounding interval; a row whose rounding interval contains 1.0x is drawn
     grey at its value, as "within rounding", so a rounding artifact never reads as a change. The dashed
     line is 1.0x (no change); right of it the newer leg is faster. The legend names only what is drawn.

@@ -1,6 +1,6 @@
 """The answer as a picture: a matrix of (model, workload) rows and one column per step between
 consecutive legs, each cell the step's ratio coloured by its verdict (faster, slower, equivalent,
-undecided, missing), a missing cell marked with a letter whose root cause is written under the matrix.
+undecided, single pass, missing), a missing cell marked with a letter whose root cause is written under the matrix.
 
 Drawn narrow on purpose: the figure is about 3.4 inches wide at 200 dpi, so that on a 400 px phone
 screen, scaled to the text column, its lettering is still some 11 px high, and on a wide screen it is
@@ -25,6 +25,8 @@ CLASSES: dict[str, tuple[str, str]] = {
     "slower": ("#c44e52", "white"),
     "equivalent": ("#8fb8de", "#1f2328"),
     "undecided": ("#e8e3c8", "#1f2328"),
+    # One figure per side decides nothing, whatever its ratio (harness.analyze.verdicts.CellVerdict.cls).
+    "single pass": ("#d9d9d9", "#1f2328"),
     "missing": ("#ffffff", "#555555"),
 }
 

@@ -52,7 +52,8 @@ from pydantic import ValidationError, model_validator
 from harness import workloads
 from harness.analyze.canonical import Canonical, canonicalize
 from harness.analyze.dataset import load
-from harness.analyze.stats import ratio, spread
+from harness.analyze.stats import spread
+from harness.analyze.verdicts import study_verdicts
 from harness.analyze.tables import _legs
 from harness import experiments
 from harness.core.errors import InvalidFileError, UserError
@@ -186,16 +187,16 @@ def compute(st: Study, kind: str, a: dict[str, str]) -> str:
         canon = _canon(st, a)
         old, _, new = a.get("step", "").partition("->")
         co, cn = _cell(canon, a, old.strip()), _cell(canon, a, new.strip())
-        m = workloads.metric_of(co["kind"])
-        rt = ratio(co["samples"], cn["samples"], higher_is_better=m.higher_is_better)
-        s = f"{rt.value:.2f}x"
-        if a.get("ci") == "yes" and rt.low is not None and rt.high is not None:
-            s += f" [{rt.low:.2f}, {rt.high:.2f}]"
-        if a.get("rounding") == "yes":
-            from harness.analyze.rounding import ratio_bounds
-
-            lo, hi = ratio_bounds(float(co["value"]), float(cn["value"]), m)
-            s += f" [{lo:.2f}, {hi:.2f}]"
+        # The study's verdict object for the cell (harness.analyze.verdicts): the ratio and interval its
+        # tables print; for transcribed figures the ratio of the rounded figures, as the notes cite them.
+        v = study_verdicts(canon).get(co["kind"], co["model"], co["workload"], co["leg"], cn["leg"])
+        if v is None or v.ratio is None:
+            return "—"
+        value = v.recomputed if v.recomputed is not None else v.ratio
+        s = f"{value:.2f}x"
+        if v.low is not None and v.high is not None and (
+                (a.get("ci") == "yes" and v.interval != "rounding") or (a.get("rounding") == "yes" and v.interval == "rounding")):
+            s += f" [{v.low:.2f}, {v.high:.2f}]"
         return s
     if kind == "count":
         return str(_count(_canon(st, a), a))

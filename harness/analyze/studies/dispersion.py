@@ -75,9 +75,11 @@ def dispersion_frame(canons: Canonical | Sequence[Canonical]) -> pd.DataFrame:
 
 
 def ratio_frame(canons: Canonical | Sequence[Canonical], *, pairs: str = "consecutive") -> pd.DataFrame:
-    """One row per (series, model, workload, leg pair): ratio of medians (> 1: the newer leg is faster),
-    95% Welch t interval and verdict from `harness.analyze.stats.ratio`. `pairs`: "consecutive" legs in study
-    order, or "all" pairs (older first)."""
+    """One row per (series, model, workload, leg pair): the ratio (> 1: the newer leg is faster), the rule's
+    95% interval and the verdict, as the series' verdict objects hold them (`harness.analyze.verdicts`: the
+    ones every table prints). `pairs`: "consecutive" legs in study order, or "all" pairs (older first)."""
+    from harness.analyze.verdicts import study_verdicts
+
     from itertools import combinations, pairwise
 
     if pairs not in ("consecutive", "all"):
@@ -90,16 +92,21 @@ def ratio_frame(canons: Canonical | Sequence[Canonical], *, pairs: str = "consec
         short = short_labels([c.study.label(lg) for lg in legs])
         cells = {(r["leg"], r["model"], r["workload"]): r for r in c.cells.to_dict("records")}
         keys = list(dict.fromkeys((r["model"], r["workload"], r["kind"]) for r in cells.values()))
+        sv = study_verdicts(c)
         for model, wl, kind in keys:
             for old, new in pair_list:
                 a, b = cells.get((old, model, wl)), cells.get((new, model, wl))
                 if a is None or b is None:
                     continue
-                rt = ratio(a["samples"], b["samples"], higher_is_better=workloads.metric_of(kind).higher_is_better)
+                v = sv.get(kind, model, wl, old, new)
+                if v is None:
+                    continue
+                ci = v.interval not in (None, "rounding")
                 lo, ln = c.study.label(old), c.study.label(new)
                 rows.append({"series": c.series, "model": model, "workload": wl, "kind": kind, "old": old,
-                             "new": new, "pair": f"{short[ln]}/{short[lo]}", "ratio": rt.value, "low": rt.low,
-                             "high": rt.high, "verdict": rt.verdict, "n_old": rt.n_old, "n_new": rt.n_new,
+                             "new": new, "pair": f"{short[ln]}/{short[lo]}", "ratio": v.ratio,
+                             "low": v.low if ci else None, "high": v.high if ci else None, "verdict": v.verdict,
+                             "n_old": v.n_old, "n_new": v.n_new,
                              "provenance": ",".join(sorted({a["provenance"], b["provenance"]}))})
     df = pd.DataFrame(rows, columns=["series", "model", "workload", "kind", "old", "new", "pair", "ratio", "low",
                                      "high", "verdict", "n_old", "n_new", "provenance"])

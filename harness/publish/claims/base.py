@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import workloads
 from harness.analyze import stats
 from harness.analyze.canonical import Canonical
 from harness.analyze.stats import Ratio
-from harness.analyze.tables import cell_ratio, model_order, order_frame
+from harness.analyze.tables import model_order, order_frame
+from harness.analyze.verdicts import study_verdicts
 from harness.publish.config import ModelClasses
 
 
@@ -46,6 +46,7 @@ class Step:
     new: float
     ratio: Ratio
     cls: str
+    v: Any = None            # the study's verdict object for the cell (harness.analyze.verdicts.CellVerdict)
 
     @property
     def r(self) -> float:
@@ -107,9 +108,13 @@ def steps(canon: Canonical, old: str, new: str, kind: str = "throughput", *,
         a, b = cells.get((old, model, workload)), cells.get((new, model, workload))
         if a is None or b is None:
             continue
-        rt = cell_ratio(canon, a, b, workloads.metric_of(kind))
+        # The cell's test as the study's verdict object holds it (computed once, harness.analyze.verdicts).
+        v = study_verdicts(canon).get(kind, model, workload, old, new)
+        rt = v.test if v is not None else None
+        if rt is None or rt.value is None:
+            continue
         out.append(Step(model=model, workload=workload, kind=kind, old=float(a["value"]), new=float(b["value"]),
-                        ratio=rt, cls=model_class(model, classes)))
+                        ratio=rt, cls=model_class(model, classes), v=v))
     return out
 
 

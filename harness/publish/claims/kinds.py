@@ -11,7 +11,7 @@ import numpy as np
 
 from harness.analyze import stats
 from harness.analyze.canonical import Canonical
-from harness.analyze.stats import ratio
+from harness.analyze.verdicts import study_verdicts
 from harness.analyze.tables import fmt_tok_s, ticked
 from harness.publish import wording as w
 from harness.publish.claims.base import (
@@ -62,6 +62,11 @@ def general(ctx: Context, pair: Pair) -> list[Claim]:
     head = "not a general speedup" if holds else ("a general speedup" if med > 1 else "a general slowdown")
     sentence = (f"Across the {w.n(len(rows), 'throughput row')} measured on both legs it is {head}: the median "
                 f"ratio is {w.x(med)}.")
+    tested = [s.v for s in rows if s.v is not None and s.v.cls not in ("single pass", "missing")]
+    if tested and not holds:
+        # A median is not a verdict: say what the study's tests decided for the same rows.
+        from harness.analyze.verdicts import step_sentence
+        sentence = sentence[:-1] + f" (by its median; the tests: {step_sentence(tested).replace('(model, workload) cell', 'throughput row')})."
     return [Claim(id=f"no-general-speedup@{pair_id(old, new)}", group=f"{old} → {new}", holds=holds,
                   claim=f"{old} → {new} is not a general speedup (median throughput ratio within {p.band:.0%} of 1)",
                   sentence=sentence, evidence={"median": med, "rows": len(rows)})]
@@ -229,8 +234,12 @@ def regression_repeated(ctx: Context) -> list[Claim]:
         sa, sb = c.samples(a, s.model, s.workload), c.samples(b, s.model, s.workload)
         if len(sa) < 2 or len(sb) < 2:
             continue
-        rt = ratio(sa, sb)
-        holds = rt.verdict == "slower"
+        # That series' verdict for the cell, as its own tables print it (harness.analyze.verdicts).
+        v = study_verdicts(c).get(s.kind, s.model, s.workload, a, b)
+        rt = v.test if v is not None else None
+        if rt is None or rt.low is None or rt.high is None or rt.value is None:
+            continue
+        holds = v.verdict == "slower"
         where = "in the main series" if name == canon.series else f"(series `{name}`)"
         times = f"{len(sa)} times" if len(sa) == len(sb) else f"{len(sa)} / {len(sb)} times"
         sp = f"repeat spread {rt.spread_old:.1%} on {alb} and {rt.spread_new:.1%} on {blb}"
@@ -241,7 +250,7 @@ def regression_repeated(ctx: Context) -> list[Claim]:
                         f"{s.workload} {ci}, {sp}, against a gap of {gap:.0%}.")
         else:
             sentence = (f"Measured {times} per leg {where}, it does not hold up: "
-                        f"{s.workload} {ci}, {rt.verdict}.")
+                        f"{s.workload} {ci}, {v.text}.")
         if name != canon.series:
             dev = [abs(float(np.median(x)) / v - 1) for x, v in ((sa, s.old), (sb, s.new))]
             sentence += f" The repeat medians lie within {max(dev):.1%} of the main table's figures."

@@ -12,8 +12,8 @@ import pandas as pd
 
 from harness.analyze import capacity as acap
 from harness.analyze import serve as aserve
-from harness.analyze.fmt import fmt_verdict
 from harness.analyze.tables import _legs, study_alpha, study_margin
+from harness.analyze.verdicts import study_verdicts
 from harness.publish.study import Study
 
 
@@ -56,8 +56,6 @@ def _slo_text(bounds: list[tuple[str, float, float]], declared: dict) -> str:
     return ", ".join(parts)
 
 
-def _together(n: int) -> str:
-    return "one capacity ratio in the study" if n == 1 else f"the study's {n} capacity ratios decided together"
 
 
 def capacity_md(st: Study) -> str:
@@ -97,13 +95,12 @@ def capacity_md(st: Study) -> str:
                    f"| {_n(r['output_tok_s'], 1)} | {_n(r['goodput_req_s'])} |")
             out.append(row + (f" {_n(r['usd_per_m_output_tok'])} |" if cost else ""))
         out.append("")
-        rt = v.ratios[(v.ratios["model"] == model) & (v.ratios["workload"] == wl)] if len(v.ratios) else v.ratios
-        for _, r in rt.iterrows():
-            rr = r["ratio"]
-            out.append(f"Capacity ratio {label(v.new)} / {label(v.old)}: {rr.label()} — {fmt_verdict(rr)} "
-                       f"(above 1.00x the newer leg holds the SLO at a higher load; {rr.method}, "
-                       f"{1 - rr.alpha:.0%} interval; equivalence margin ±{v.margin:.0%} from {v.margin_source}; "
-                       f"{_together(len(v.ratios))}).\n")
+        # The study's verdict for the cell (harness.analyze.verdicts), as the answer and the tables print it.
+        sv = study_verdicts(st.canon)
+        for cv in (c for c in sv.cells if c.capacity and (c.model, c.workload) == (model, wl)):
+            out.append(f"Capacity ratio {cv.new_label} / {cv.old_label}: {cv.ratio_text} — {cv.text} "
+                       f"(above 1.00x the newer leg holds the SLO at a higher load; {cv.rule_text}; equivalence "
+                       f"margin ±{v.margin:.0%} from {v.margin_source}; decided by {cv.family_text}).\n")
     return "\n".join(out) + "\n"
 
 

@@ -63,15 +63,14 @@ def _step_counts(st: Study, step: str) -> str:
     the step show, so the bullet is never empty."""
     from harness.publish.sections.answer import answer
 
-    cs = [c for c in answer(st).cells if c.step == step]
+    from harness.analyze.verdicts import step_sentence
+
+    cs = [c.v for c in answer(st).cells if c.step == step]
     if not cs:
         return "No cell is measured on both legs."
-    by = {k: sum(c.side == k for c in cs) for k in ("above", "below", "within", "missing")}
     kinds = sorted({c.kind for c in cs})
-    return (f"No headline claim applies to this step's workloads ({', '.join(kinds)}); of its "
-            f"{w.n(len(cs), '(model, workload) cell')}, {by['above']} faster, {by['below']} slower, {by['within']} "
-            f"within {st.params.band:.0%} of 1.00x or undecided" + (f", {by['missing']} missing a side" if by["missing"]
-                                                                    else "") + " (see \"The answer\").")
+    return (f"No headline claim applies to this step's workloads ({', '.join(kinds)}); {step_sentence(cs)} "
+            "(see \"The answer\").")
 
 
 def headline(st: Study) -> Headline:

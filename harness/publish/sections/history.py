@@ -13,7 +13,7 @@ import pandas as pd
 from harness import workloads
 from harness.analyze import history as hist
 from harness.analyze.failure import attributions_by_model
-from harness.analyze.fmt import fmt_ci, fmt_ratio, fmt_verdict, ticked
+from harness.analyze.fmt import ticked
 from harness.publish.study import Study
 
 SIM_REPS = 2000   # simulated flat series behind the false change-point rate printed (seeded)
@@ -99,12 +99,14 @@ def history_md(st: Study) -> str:
     for s in view.series:
         for old, new, r in s.steps:
             out.append(f"| {ticked(s.model)} | {s.workload} | {label.get(old, old)}→{label.get(new, new)} | "
-                       f"{fmt_ratio(r)} | {fmt_ci(r)} | {fmt_verdict(r)} | "
+                       f"{r.ratio_text.split(' [')[0]} | {r.interval_text} | {r.text} | "
                        f"{'yes' if new in s.change_points else 'no'} |")
-    tests = sum(r.test is not None for s in view.series for _, _, r in s.steps)
-    out += ["", f"_Ratios above 1: the newer release faster. Every step is decided by the tables' rule, the {tests} "
-                f"tested steps together (Benjamini–Hochberg at α = {view.alpha:g}); "
-                f"equivalent: within ±{view.margin:.0%}._"]
+    fam = next((r.family_text for s in view.series for _, _, r in s.steps if r.p_adj is not None), None)
+    rules = sorted({r.rule_text.split(":")[0].split(" over ")[0] for s in view.series for _, _, r in s.steps
+                    if r.ratio is not None})
+    out += ["", "_Ratios above 1: the newer release faster. Each step's verdict is the study's, as every table "
+                f"prints it ({'; '.join(rules) or 'no rule applied'}"
+                + (f"; decided together by {fam}" if fam else "") + f"); equivalent: within ±{view.margin:.0%}._"]
     dis = [f"- {ticked(s.model)} {s.workload}, {d}" for s in view.series for d in s.disagreements]
     agree = ("The step tests and the step detection agree on every step." if any(s.sigma for s in view.series)
              else "No step detection: no release has two samples or more.")

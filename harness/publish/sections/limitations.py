@@ -40,8 +40,10 @@ def limitations(st: Study) -> list[str]:
                 sp, m, wl, lg = worst
                 items.append(f"**Dispersion.** Every canonical figure is the median of {w.span(cells['n'])} "
                              f"repeats; the largest repeat spread is {sp:.1%} ({ticked(m)} {wl} on {lg}). "
-                             f"A ratio whose interval contains 1.00x reads \"undecided\" (or \"equivalent within ±δ\" "
-                             f"where the whole interval lies inside the study's margin), never \"no difference\".")
+                             f"A cell the rule and its family do not decide reads \"undecided\" (or \"equivalent within "
+                             f"±δ\" where the whole interval lies inside the study's margin), never \"no difference\"; "
+                             f"an interval that excludes 1.00x can still read undecided where the study's cells, "
+                             f"decided together, do not carry it (the row says so).")
     devs = devices(canon)
     if devs:
         items.append(f"**{w.names(devs)} only.** Absolute numbers are specific to this device and runtime; do not "
