@@ -11,28 +11,33 @@ from PIL import Image
 
 from harness.core import paths
 from harness.publish import matrix
+from harness.analyze.verdicts import CellVerdict
 from harness.publish.sections.answer import Answer, Cell, matrix_cells, step_lines, verdict_class
 
 B200 = paths.RESULTS / "b200-reference"
 
 
-def _cell(step: str, side: str, verdict: str, ratio: float | None = 1.0, note: str = "", model: str = "m") -> Cell:
-    return Cell(model=model, workload="w", kind="throughput", step=step, ratio=ratio, low=None, high=None,
-                interval=None, verdict=verdict, side=side, note=note)
+def _cell(step: str, verdict: str, alone: str | None = None, ratio: float | None = 1.0, note: str = "",
+          model: str = "m") -> Cell:
+    old, new = step.split(" → ") if " → " in step else ("a", "b")
+    v = CellVerdict(kind="throughput", model=model, workload="w", old=old, new=new, old_label=old, new_label=new,
+                    family="steps", family_size=2, verdict=verdict, alone=alone or verdict, ratio=ratio)
+    return Cell(v=v, note=note, workload="w")
 
 
-def test_each_cell_gets_one_class():
-    assert verdict_class(_cell("a", "above", "single pass")) == "faster"
-    assert verdict_class(_cell("a", "below", "slower")) == "slower"
-    assert verdict_class(_cell("a", "within", "equivalent within ±2%")) == "equivalent"
-    assert verdict_class(_cell("a", "within", "undecided")) == "undecided"
-    assert verdict_class(_cell("a", "within", "single pass")) == "undecided"
-    assert verdict_class(_cell("a", "missing", "missing", None, "fails on 0.18: x")) == "missing"
+def test_each_cell_gets_one_class_from_its_verdict_object():
+    # A single pass per side is its own class whatever its ratio: only a test says faster or slower.
+    assert verdict_class(_cell("a", "single pass", ratio=1.5)) == "single pass"
+    assert verdict_class(_cell("a", "slower")) == "slower"
+    assert verdict_class(_cell("a", "equivalent")) == "equivalent"
+    assert verdict_class(_cell("a", "undecided", alone="faster")) == "undecided"
+    assert verdict_class(_cell("a", "too few repeats")) == "undecided"
+    assert verdict_class(_cell("a", "missing", ratio=None, note="fails on 0.18: x")) == "missing"
 
 
 def test_one_sentence_per_step_counts_its_cells():
-    cells = [_cell("0.18 → 0.26", "above", "faster"), _cell("0.18 → 0.26", "missing", "missing", None, "gone", "n"),
-             _cell("0.26 → 0.29", "within", "single pass")]
+    cells = [_cell("0.18 → 0.26", "faster"), _cell("0.18 → 0.26", "missing", ratio=None, note="gone", model="n"),
+             _cell("0.26 → 0.29", "undecided")]
     lines = step_lines(Answer(summary=[], cells=cells, shown=cells))
     assert lines[0].startswith("**0.18 → 0.26:** faster on 1, slower on 0, missing on 1 of 2 (model, workload) cells")
     assert "root cause" in lines[0]
@@ -72,4 +77,5 @@ def test_b200_matrix_names_the_missing_cells_cause():
     cells = matrix_cells(answer(load_study(B200)))
     missing = [c for c in cells if c.verdict == "missing"]
     assert missing and all(c.cause.startswith("fails on 0.18: ") for c in missing)
-    assert {c.verdict for c in cells} >= {"faster", "slower", "undecided", "missing"}
+    # Transcribed figures are one printed figure per side: no cell is called faster or slower.
+    assert {c.verdict for c in cells} == {"single pass", "missing"}

@@ -23,9 +23,12 @@ def test_verdicts() -> None:
     assert _verdict(Side(ratio=2.0), Side(ratio=1.1), 0.05).startswith("direction only")
     assert _verdict(Side(ratio=2.0), Side(ratio=None, outcome="cannot run"), 0.05) == "cannot run in B"
     assert _verdict(Side(ratio=2.0), Side(ratio=None), 0.05) == "only in A"
-    # An interval that contains 1.00x reads as flat, whatever the point estimate.
-    assert _verdict(Side(ratio=1.2, low=0.9, high=1.5, interval="95% Welch t"), Side(ratio=1.0), 0.05) \
-        == "transfers (flat)"
+    # A side reads as its study's verdict: an undecided cell has no effect to transfer, whatever its ratio;
+    # an equivalent one reads flat; only a side without a test is read against the band.
+    assert _verdict(Side(ratio=1.2, low=0.9, high=1.5, interval="95% t", cls="undecided"), Side(ratio=1.3), 0.05) \
+        == "undecided in A (no decided effect to transfer)"
+    assert _verdict(Side(ratio=1.01, low=0.99, high=1.03, cls="equivalent"), Side(ratio=1.0), 0.05) == "transfers (flat)"
+    assert _verdict(Side(ratio=1.2, cls="faster"), Side(ratio=1.0, cls="slower"), 0.05).startswith("does not transfer")
 
 
 @needs_refs

@@ -98,8 +98,8 @@ def test_repeats_give_an_interval_and_a_verdict(tmp_path):
             ("0.18", "m", "single-request"): [5.0, 5.1, 4.9], ("0.26", "m", "single-request"): [6.0, 6.1, 5.9]}
     c = _canon(tmp_path, vals)
     t = tables.throughput(c)
-    assert list(t.display.columns)[-6:] == ["26/18 95% CI", "26/18 n", "26/18 verdict",
-                                            "29/26 95% CI", "29/26 n", "29/26 verdict"]
+    assert list(t.display.columns)[-6:] == ["26/18 95% CI", "26/18 units", "26/18 verdict",
+                                            "29/26 95% CI", "29/26 units", "29/26 verdict"]
     m = t.display[t.display["model"] == "`m`"].iloc[0]
     assert m["26/18"] == "1.50x" and m["26/18 verdict"] == "faster"
     lo, hi = (float(x) for x in m["26/18 95% CI"].strip("[]").split(", "))
@@ -177,7 +177,8 @@ def test_manifest_lists_every_version_and_flags_mixed_legs(tmp_path):
 def test_export_writes_parquet_csv_and_a_dictionary_of_every_column(tmp_path):
     c = _canon(tmp_path)
     written = export(c, tmp_path / "x")
-    assert sorted(p.name for p in written) == ["DATA_DICTIONARY.md", "canonical.csv", "canonical.parquet"]
+    assert sorted(p.name for p in written) == ["DATA_DICTIONARY.md", "canonical.csv", "canonical.parquet",
+                                                "verdicts.csv", "verdicts.parquet"]
     pq = pd.read_parquet(tmp_path / "x" / "canonical.parquet")
     csv = pd.read_csv(tmp_path / "x" / "canonical.csv")
     assert list(pq.columns) == list(DICTIONARY) == list(csv.columns) == list(canonical_frame(c).columns)

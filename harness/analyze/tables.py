@@ -87,8 +87,8 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
             if v is not None and v.verdict != "missing":
                 shown.append(v)
             # The columns a CSV or Parquet reader gets: the same object the page prints.
-            d[lab] = v.ratio if v is not None else None
-            d[f"{lab} low"], d[f"{lab} high"] = (v.low, v.high) if v is not None else (None, None)
+            d[lab] = v.table_ratio if v is not None else None
+            d[f"{lab} low"], d[f"{lab} high"] = (v.low, v.high) if v is not None and v.confidence else (None, None)
             d[f"{lab} verdict"] = v.verdict if v is not None else "missing"
             d[f"{lab} verdict text"] = v.text if v is not None else "missing"
             d[f"{lab} rule"] = v.rule_text if v is not None else None
@@ -97,13 +97,13 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
             d[f"{lab} family"] = v.family_text if v is not None else None
             d[f"{lab} p"] = v.p if v is not None else None
             d[f"{lab} p adjusted"] = v.p_adj if v is not None else None
-            s[lab] = v.ratio_text.split(" [")[0] if v is not None else MISSING
+            s[lab] = f"{v.table_ratio:.2f}x" if v is not None and v.table_ratio is not None else MISSING
         verdicts_all.append(vs)
         data_rows.append(d)
         disp_rows.append(s)
     display = pd.DataFrame(disp_rows, columns=["model", "tp", "workload", *[lb for _, lb in legs],
                                                *[_ratio_label(kind, a[1], b[1], short) for a, b in pairs]])
-    any_ci = any(v.low is not None for v in shown)
+    any_ci = any(v.confidence for v in shown)
     if any_ci:
         for j, (a, b) in enumerate(pairs):
             lab = _ratio_label(kind, a[1], b[1], short)

@@ -163,6 +163,17 @@ class CellVerdict:
         return s
 
     @property
+    def table_ratio(self) -> float | None:
+        """The ratio of the two figures a table prints (for transcribed figures, of the rounded ones; the
+        answer shows the source's printed ratio, `ratio`, and names this one beside it)."""
+        return self.recomputed if self.recomputed is not None else self.ratio
+
+    @property
+    def confidence(self) -> bool:
+        """Whether the interval is the rule's confidence interval (not a rounding range)."""
+        return self.low is not None and self.interval not in (None, "rounding")
+
+    @property
     def interval_text(self) -> str:
         return f"[{self.low:.2f}, {self.high:.2f}]" if self.low is not None and self.high is not None else ""
 

@@ -158,7 +158,7 @@ def ratio_rows(st: Study) -> Any:
         rounding = v.interval == "rounding"
         rows.append({"series": st.canon.series, "model": v.model, "workload": v.workload, "kind": v.kind,
                      "old": v.old, "new": v.new, "pair": f"{short.get(v.new_label, v.new_label)}/{short.get(v.old_label, v.old_label)}",
-                     "ratio": v.ratio, "low": None if rounding else v.low, "high": None if rounding else v.high,
+                     "ratio": v.table_ratio, "low": None if rounding else v.low, "high": None if rounding else v.high,
                      "verdict": v.verdict, "units": v.units_text, "n_old": v.n_old, "n_new": v.n_new,
                      "provenance": ",".join(sorted({str(prov.get((v.old, v.model, v.workload))),
                                                     str(prov.get((v.new, v.model, v.workload)))})),
