@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # the card is written by the render, which should not pay for
 
 CARD_CONFIGS: tuple[tuple[str, str], ...] = (
     ("canonical", "export/canonical.parquet"),
+    ("verdicts", "export/verdicts.parquet"),     # every step cell's one verdict (harness.analyze.verdicts)
     ("throughput", "tables/throughput.parquet"),
     ("latency", "tables/latency.parquet"),
     ("serve", "tables/serve.parquet"),

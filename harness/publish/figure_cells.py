@@ -121,12 +121,68 @@ def answer_figure(st: Study) -> Png | Note:
     from harness.publish.sections import answer as sec
 
     if len(_legs(st.canon)) < 2:
-        return Note("_One leg only: there is no step to judge, so no answer matrix; the figures below are absolute._")
+        return outcome_figure(st)
     cells = sec.matrix_cells(sec.answer(st))
     if not cells:
         return Note("_No (model, workload) cell was measured on two consecutive legs._")
     note = ("Ratio: newer over older leg for throughput, older over newer for latency; above 1.00x the newer "
             "leg is faster.")
+    return _png(matrix.verdict_matrix(matrix.frame(cells), note=note), dpi=matrix.DPI)
+
+
+def outcome_cells(st: Study) -> list:
+    """A one-leg study's answer as matrix cells: what it measured, run by run. Columns are its arms where
+    its series has several (the study compares engine arguments, or which arm runs at all), else its leg;
+    each cell the arm's outcome (ok: every run passed) and its median figure, or the failure's class."""
+    from harness import workloads as wk
+    from harness.publish import matrix
+
+    recs = st.ds.records
+    recs = recs[recs["series"] == st.canon.series]
+    arms = list(dict.fromkeys(recs["arm"]))
+    main = [a for a in arms if a not in ("vllm-bench",)]   # the crosscheck's side runs are not the study's arms
+    cols = main if len(main) > 1 else None
+    label = _legs(st.canon)[0][1] if _legs(st.canon) else "—"
+    out = []
+    from harness.analyze.order import row_key
+
+    key = row_key(st.ds)
+    keys = sorted(dict.fromkeys(zip(recs["model"], recs["workload"], recs["kind"])), key=lambda k: key(k[0], k[1]))
+    for model, wl, kind in keys:
+        for arm in (cols or [main[0] if main else "default"]):
+            r = recs[(recs["model"] == model) & (recs["workload"] == wl) & (recs["arm"] == arm)]
+            if r.empty:
+                continue
+            ok = r[r["status"] == "ok"]
+            step = arm if cols else label
+            if len(ok) and len(ok) == len(r) and wk.known(kind):
+                m = wk.metric_of(kind)
+                vals = ok[m.key].dropna()
+                text = m.fmt(float(vals.median())) + (f" {m.unit}" if getattr(m, "unit", "") else "") if len(vals) else "ok"
+                out.append(matrix.MatrixCell(model=model, workload=wl, step=step, ratio=None, verdict="ok", text=text))
+            else:
+                bad = r[r["status"] != "ok"]
+                cls = next((str(x) for x in bad["failure_class"].dropna()), "") if "failure_class" in bad else ""
+                if cls in ("", "unknown") and "failure_error" in bad:
+                    # No known signature: the exception's type is still more than "failed".
+                    cls = next((str(x).split(":")[0] for x in bad["failure_error"].dropna()), cls)
+                out.append(matrix.MatrixCell(model=model, workload=wl, step=step, ratio=None, verdict="failed",
+                                             text=(cls or "failed")[:14]))
+    return out
+
+
+def outcome_figure(st: Study) -> Png | Note:
+    """The answer picture of a study with one leg: no step to judge, so each arm's (or the leg's) outcome
+    and figure per (model, workload) (`outcome_cells`)."""
+    from harness.publish import matrix
+
+    cells = outcome_cells(st)
+    if not cells:
+        return Note("_One leg only, and no run of its main series: nothing to draw._")
+    arms = len({c.step for c in cells}) > 1
+    note = ("One leg, so no step between versions: " + ("each arm's outcome and median figure per (model, "
+            "workload); a failed cell names its failure class (\"Failure attribution\" has the root cause)."
+            if arms else "each (model, workload)'s median figure over its repeats, absolute."))
     return _png(matrix.verdict_matrix(matrix.frame(cells), note=note), dpi=matrix.DPI)
 
 

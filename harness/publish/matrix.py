@@ -28,6 +28,9 @@ CLASSES: dict[str, tuple[str, str]] = {
     # One figure per side decides nothing, whatever its ratio (harness.analyze.verdicts.CellVerdict.cls).
     "single pass": ("#d9d9d9", "#1f2328"),
     "missing": ("#ffffff", "#555555"),
+    # A one-leg study's picture (no step): each run's outcome, its figure written in the cell.
+    "ok": ("#dfe9dc", "#1f2328"),
+    "failed": ("#f3d6d6", "#1f2328"),
 }
 
 WIDTH_IN = 3.4         # the figure's width: legible when scaled to a phone's text column
@@ -48,6 +51,7 @@ class MatrixCell:
     ratio: float | None
     verdict: str
     cause: str = ""
+    text: str = ""          # what the cell says instead of its ratio (a one-leg study's figure or failure)
 
 
 def wrap_name(name: str, width: int) -> list[str]:
@@ -71,7 +75,8 @@ def wrap_name(name: str, width: int) -> list[str]:
 
 def frame(cells: list[MatrixCell]) -> pd.DataFrame:
     """The cells as a frame (model, workload, step, ratio, verdict, cause), in the order given."""
-    return pd.DataFrame([c.__dict__ for c in cells], columns=["model", "workload", "step", "ratio", "verdict", "cause"])
+    return pd.DataFrame([c.__dict__ for c in cells], columns=["model", "workload", "step", "ratio", "verdict", "cause",
+                                                             "text"])
 
 
 def _panels(steps: list[str]) -> list[list[str]]:
@@ -160,6 +165,8 @@ def verdict_matrix(df: pd.DataFrame, *, note: str = "") -> Figure:
                                            hatch="////" if c["verdict"] == "missing" else None))
                     if c["verdict"] == "missing":
                         text = f"— {letter.get(str(c['cause']), '')}".rstrip()
+                    elif c.get("text"):
+                        text = str(c["text"])
                     else:
                         text = f"{c['ratio']:.2f}x" if c["ratio"] is not None and pd.notna(c["ratio"]) else "—"
                     ax.text(cx + step_w / 2, ry + ROW_IN / 2, text, ha="center", va="center", fontsize=FONT,
