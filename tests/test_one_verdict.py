@@ -60,8 +60,9 @@ def _md_tables(text: str) -> list[pd.DataFrame]:
             block.append(line)
             continue
         if len(block) >= 2 and re.match(r"^\|[\s:|-]+\|$", block[1]):
-            rows = [[c.strip().replace("\\[", "[").replace("\\]", "]").replace("\\|", "|")
-                     for c in re.split(r"(?<!\\)\|", r)[1:-1]] for r in block]
+            # Pandoc writes Markdown punctuation escaped ("\\[", "\\>"): the text a reader sees is unescaped.
+            rows = [[re.sub(r"\\([^\w\s])", r"\1", c.strip()) for c in re.split(r"(?<!\\)\|", r)[1:-1]]
+                    for r in block]
             out.append(pd.DataFrame(rows[2:], columns=rows[0]))
         block = []
     return out
