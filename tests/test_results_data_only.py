@@ -11,6 +11,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from harness.core import paths
 
 # Suffix -> why a study holds files of that kind.
@@ -86,7 +88,7 @@ def test_each_provenance_script_exists_and_its_study_cites_it() -> None:
         assert f"python {rel}" in (script.parent / "study.yaml").read_text(encoding="utf-8"), rel
 
 
-def test_the_check_sees_each_form_of_script(tmp_path: Path, monkeypatch) -> None:
+def test_the_check_sees_each_form_of_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(paths, "PROJ_ROOT", tmp_path)
     (tmp_path / "results" / "s").mkdir(parents=True)
     for name, text in (("drive.sh", "cd x\n"), ("run", "#!/bin/sh\necho\n"), ("plan.txt", "harness sweep x\n"),
