@@ -1,12 +1,15 @@
 """The command surface (harness.cli): at most ten top-level verbs, an example at the end of every
-verb's --help, the old verbs still running for one release as aliases that name their new command, and
-a side-experiment added as one module plus one registry line (harness.experiments) growing `harness
-check` by a subcommand, with its options and example, whose summary the report and the notes pick up."""
+verb's --help, the old verbs refused in one line that names their new command (the table of
+docs/cli-renames.md), and a side-experiment added as one module plus one registry line
+(harness.experiments) growing `harness check` by a subcommand, with its options and example, whose
+summary the report and the notes pick up."""
 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
+import subprocess
 import sys
 import types
 from dataclasses import dataclass
@@ -37,7 +40,7 @@ def test_at_most_ten_top_level_verbs():
     verbs = _subparsers(cli.build_parser())
     assert len(verbs) <= 10, sorted(verbs)
     assert {"sweep", "tables", "report", "check", "search"} <= set(verbs)
-    assert "export" not in verbs, "tables writes export/; the old verb is only an alias"
+    assert not set(verbs) & set(cli.RENAMED), "an old name is refused, not a verb"
 
 
 @pytest.mark.parametrize("path", [c for c, _ in _every_command()], ids=" ".join)
@@ -56,60 +59,39 @@ def test_no_option_is_declared_twice_in_one_command():
         assert len(flags) == len(set(flags)), path
 
 
-# --- the old verbs, kept as aliases ---------------------------------------------------------------
+# --- the old verbs, refused with their new name ----------------------------------------------------
 
-ALIAS_ARGS = {
-    "crosscheck": ["cpu-crosscheck", "--repeats", "2"],
-    "serve-crosscheck": ["cpu-serve", "--leg", "cpu-0.32.0"],
-    "client-overhead": ["/tmp/x", "--requests", "5"],
-    "equivalence": ["results/cpu-equivalence"],
-    "engine-reuse": ["results/cpu-engine-reuse"],
-    "bisect": ["--scenario", "cpu-tiny", "--good", "cpu-0.27.1", "--bad", "cpu-0.32.0"],
-    "window": ["transformers", "--probe", "print(1)"],
-    "compare-studies": ["results/h200-reference", "results/b200-reference"],
-    "profile-diff": ["results/cpu-profile", "--model", "m", "--workload", "w", "--legs", "a", "b"],
-}
+RENAMES_DOC = paths.PROJ_ROOT / "docs" / "cli-renames.md"
 
 
-def test_every_old_verb_has_an_alias():
-    old = {"crosscheck", "serve-crosscheck", "client-overhead", "equivalence", "engine-reuse", "bisect", "window",
-           "compare-studies", "profile-diff", "export"}
-    assert set(cli.ALIASES) == old
-    assert set(ALIAS_ARGS) == old - {"export"}
+def test_the_renames_table_in_docs_is_the_one_the_cli_refuses_with():
+    rows = re.findall(r"^\| `harness ([a-z-]+)` \| `harness ([a-z -]+)` \|$", RENAMES_DOC.read_text(), re.M)
+    assert dict(rows) == cli.RENAMED
+    assert "docs/cli-renames.md" in (paths.PROJ_ROOT / "README.md").read_text()
 
 
-@pytest.mark.parametrize("old", sorted(ALIAS_ARGS))
-def test_an_old_verb_names_its_new_command_and_runs_it_with_the_same_arguments(old, capsys):
-    """The alias parses into exactly what the new command parses into, the function it runs included."""
-    new = cli.ALIASES[old]
-    via_alias = cli._parse([old, *ALIAS_ARGS[old]])
-    err = capsys.readouterr().err
-    assert err == f"note: 'harness {old}' is now 'harness {' '.join(new)}'\n"
-    direct = cli._parse([*new, *ALIAS_ARGS[old]])
-    assert vars(via_alias) == vars(direct) and via_alias.func is direct.func
-
-
-def test_an_old_verb_really_runs(capsys):
-    """One alias run end to end (a read-only check on a shipped study): the note, then the output."""
-    assert cli.main(["engine-reuse", str(paths.RESULTS / "cpu-engine-reuse")]) == 0
+@pytest.mark.parametrize("old", sorted(cli.RENAMED))
+def test_an_old_verb_fails_in_one_line_naming_its_new_command(old, capsys):
+    assert cli.main([old, "results/cpu-tiny"]) == 2
     out, err = capsys.readouterr()
-    assert err.startswith("note: 'harness engine-reuse' is now 'harness check engine-reuse'\n")
-    assert out.strip()
+    assert out == "" and err == f"harness: error: '{old}' is now '{cli.RENAMED[old]}' (docs/cli-renames.md)\n"
 
 
-def test_export_alias_still_writes_export_and_refuses_a_file(tmp_path, capsys):
-    study = tmp_path / "cpu-tiny"
-    shutil.copytree(paths.RESULTS / "cpu-tiny", study, ignore=shutil.ignore_patterns("report", "derived"))
-    assert cli.main(["export", str(study)]) == 0
-    out, err = capsys.readouterr()
-    assert err == "note: 'harness export' is now 'harness tables'\n"
-    assert (study / "derived" / "export" / "canonical.csv").is_file() and "canonical.csv" in out
-    mine = tmp_path / "thesis.md"
-    mine.write_text("mine\n")
-    assert cli.main(["export", str(study), "--out", str(mine)]) == 2
-    err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("note:") and err[1].startswith("error:") and "refused" in err[1] and len(err) == 2
-    assert mine.read_text() == "mine\n"
+@pytest.mark.parametrize("new", sorted(set(cli.RENAMED.values())))
+def test_every_new_name_is_a_command(new):
+    path = tuple(new.split())
+    assert path in dict(_every_command()), new
+
+
+def test_an_old_verb_fails_from_the_command_line_without_a_traceback():
+    """The installed entry point (python -m harness): exit 2, one stderr line, as any unknown verb."""
+    got = subprocess.run([sys.executable, "-m", "harness", "engine-reuse", str(paths.RESULTS / "cpu-engine-reuse")],
+                         capture_output=True, text=True, cwd=paths.PROJ_ROOT, timeout=120)
+    assert got.returncode == 2 and got.stdout == ""
+    assert got.stderr == "harness: error: 'engine-reuse' is now 'check engine-reuse' (docs/cli-renames.md)\n"
+    unknown = subprocess.run([sys.executable, "-m", "harness", "no-such-verb"], capture_output=True, text=True,
+                             cwd=paths.PROJ_ROOT, timeout=120)
+    assert unknown.returncode == 2 and "invalid choice: 'no-such-verb'" in unknown.stderr
 
 
 # --- a side-experiment added as one module plus one registry line ---------------------------------

@@ -1,4 +1,4 @@
-"""`harness compare-studies A B` (harness.publish.compare_studies): the same (model, workload, step) of
+"""`harness compare studies A B` (harness.publish.compare_studies): the same (model, workload, step) of
 two studies side by side, with a "does it transfer?" verdict; ratio-only figures from printed.yaml."""
 
 from __future__ import annotations

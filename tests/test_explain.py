@@ -118,9 +118,9 @@ def test_unknown_says_what_was_found():
 
 def test_a_dependency_problem_comes_with_the_window_command():
     e = next(x for x in ENTRIES if x.file.startswith("011-"))
-    assert explain(e.text).window == 'harness window transformers --probe "from transformers import DeepseekV2Config"'
+    assert explain(e.text).window == 'harness search window transformers --probe "from transformers import DeepseekV2Config"'
     e = next(x for x in ENTRIES if x.file.startswith("017-"))
-    assert explain(e.text).window.startswith("harness window flashinfer-cubin --release 0.6.14 ")
+    assert explain(e.text).window.startswith("harness search window flashinfer-cubin --release 0.6.14 ")
 
 
 def test_explain_cli_json_and_stdin(capsys, monkeypatch):
@@ -140,7 +140,7 @@ def test_explain_text_names_class_signature_evidence_fix():
     text = explain_main(["-"], as_json=False,
                         stdin=io.StringIO("AttributeError: module 'cutlass.cute.core' has no attribute 'ThrMma'\n"))
     assert "dependency-window (signature cutlass-thrmma)" in text and "pin `nvidia-cutlass-dsl==4.5.3`" in text
-    assert "harness window nvidia-cutlass-dsl" in text
+    assert "harness search window nvidia-cutlass-dsl" in text
 
 
 def test_a_record_of_version_3_reads_as_4_without_a_class(tmp_path):

@@ -8,7 +8,12 @@ The rule, on the code's syntax tree: outside those two, a call to `open`, `<x>.o
 `checks.read`, `checks.read_measured`) or the log reader (`core.logs.read_log`) is a file read, and
 each function holding one must be named in READS with why its read is not a re-read of a study's
 run folder. An entry that no longer
-matches a read is an error too, so the list cannot outlive the code it excuses."""
+matches a read is an error too, so the list cannot outlive the code it excuses.
+
+JSON in particular: outside those two and the worker (the leg's interpreter, standard library only),
+a `json.load(s)` call either goes through a schema reader (harness/schema/: a versioned model with
+its format history) or is named in JSON_READS with why no model of the project's fits: what it
+parses is not a file the project writes (vLLM's output, a model's config, an HTTP or pipe reply)."""
 
 from __future__ import annotations
 
@@ -56,11 +61,9 @@ READS: dict[tuple[str, str], str] = {
     ("measure/paired.py", "EngineProc._await"): _MEASURING + " (the worker's replies)",
     ("measure/paired.py", "measure_block"): _MEASURING + " (each engine's log, cut per pass)",
     ("measure/group.py", "_one_engine"): _MEASURING + " (the group engine's log, cut per workload)",
-    ("measure/run.py", "read_events"): _MEASURING + " (run.jsonl)",
     ("measure/run.py", "emit"): _MEASURING + " (appends to run.jsonl)",
     ("measure/run.py", "process_group"): _MEASURING + " (its log, opened for writing)",
     ("measure/run.py", "orphans"): "/proc, processes a run left behind",
-    ("measure/run.py", "_read_json"): _MEASURING + " (the worker's reply)",
     ("measure/run.py", "finish"): _MEASURING + " (run.log, for the failure's tracebacks)",
     ("measure/diagnose.py", "_log"): _MEASURING + " (the DEBUG re-run's log)",
     ("measure/sweep.py", "reusable"): "the sweep deciding whether a finished record is reused (schema reader)",
@@ -87,13 +90,11 @@ READS: dict[tuple[str, str], str] = {
     # experiments: measuring now, and files that are not run records.
     ("experiments/serve_crosscheck.py", "_vllm_point"): _MEASURING + " (vLLM's benchmark log and output)",
     ("experiments/serve_crosscheck.py", "_start_reason"): _MEASURING + " (the server's run.log)",
-    ("experiments/serve_crosscheck.py", "_manifest_vllm"): _MEASURING + " (the manifest its worker wrote)",
     ("experiments/window.py", "read_declared"): "a leg interpreter's reply on stdout",
     ("experiments/history.py", "memory_available_gib"): "/proc/meminfo: the host's free memory, which decides whether every release's engine fits at once",
     ("experiments/client_overhead.py", "_connection"): "an HTTP request body (the trivial endpoint)",
     ("experiments/client_overhead.py", "_endpoint_cpu_s"): "the trivial endpoint's HTTP reply",
     ("experiments/crosscheck.py", "_adopt_legacy"): "the first line of the study's crosscheck.md view",
-    ("experiments/crosscheck_tokenization.py", "tokenization_cost"): "a probe's output in a temporary folder",
     ("experiments/crosscheck_tokenization.py", "_vocab"): "a model's config.json",
     # publish: the report's sources and outputs.
     ("publish/render.py", "parse_qmd"): "index.qmd's YAML header and cell options",
@@ -110,6 +111,38 @@ READS: dict[tuple[str, str], str] = {
     ("publish/browser.py", "Chromium.__init__"): "the browser's log, opened for writing",
     ("publish/browser.py", "Chromium._read_message"): "the browser's DevTools reply",
     ("publish/browser.py", "check_page"): "the browser's DevTools reply",
+}
+
+# Where a JSON read may stand without a name: the owners above, and the worker, which runs in the
+# leg's interpreter where no pydantic (and so no schema model) can be imported.
+JSON_OWNERS = (*OWNERS, "measure/worker/")
+_FOREIGN = "a file of another program's format, read for one or two of its keys"
+# (module path under harness/, function) -> why its json.load(s) is not a schema model's read.
+JSON_READS: dict[tuple[str, str], str] = {
+    # A model's files, written by whoever published the model.
+    ("workloads/mm.py", "_json"): _FOREIGN + ": a model's config.json / tokenizer_config.json",
+    ("workloads/equivalence.py", "eos_ids"): _FOREIGN + ": a model's generation_config.json",
+    ("experiments/crosscheck_tokenization.py", "_vocab"): _FOREIGN + ": a model's config.json (vocab_size)",
+    # vLLM's own output.
+    ("experiments/serve_crosscheck.py", "_vllm_point"): "vLLM's `bench serve` result JSON, whose keys are "
+                                                         "vLLM's and change with its release",
+    # Replies, not files: a process's stdout, a pipe, a socket.
+    ("measure/leg.py", "_apply_additions"): "a leg interpreter's one-line reply on stdout (site dir, installed)",
+    ("measure/leg.py", "plugins"): "a leg interpreter's one-line reply on stdout (its entry points)",
+    ("experiments/window.py", "read_declared"): "a leg interpreter's one-line reply on stdout (declared requirements)",
+    ("measure/paired.py", "EngineProc._await"): "the resident worker's reply on its pipe, one line per command; "
+                                                "only `ok` is read, the rest is kept in replies.jsonl",
+    ("measure/index.py", "index_versions"): "the package index's HTTP reply (its simple JSON API)",
+    ("measure/loadgen.py", "one_request"): "one event of a server's streamed OpenAI-API reply",
+    ("experiments/client_overhead.py", "_connection"): "the request body the trivial endpoint receives",
+    ("experiments/client_overhead.py", "_endpoint_cpu_s"): "the trivial endpoint's HTTP reply (its CPU seconds)",
+    ("publish/browser.py", "Chromium._read_message"): "the browser's DevTools protocol message",
+    ("publish/browser.py", "check_page"): "the value a script evaluated in the browser returned",
+    ("publish/render.py", "_narrow_variants"): "the notebook Quarto executed (nbformat's JSON)",
+    # The project's own file, read where the worker reads it too.
+    ("workloads/equivalence.py", "read_outputs"): "the kept outputs (outputs.jsonl.gz): one reader shared with "
+                                                  "the worker, so standard library only; the record keeps their "
+                                                  "hash, checked here before a row is parsed",
 }
 
 _YAML_LOADS = {"load", "safe_load", "full_load", "unsafe_load", "load_all", "safe_load_all"}
@@ -174,6 +207,33 @@ def reads(root: Path) -> dict[tuple[str, str], list[int]]:
     return out
 
 
+def _is_json_load(call: ast.Call) -> bool:
+    f = call.func
+    return (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "json"
+            and f.attr in ("load", "loads"))
+
+
+def json_reads(root: Path) -> dict[tuple[str, str], list[int]]:
+    """(module path under `root`, enclosing Class.function or <module>) -> lines of `json.load(s)`
+    calls, for every module outside JSON_OWNERS. Scoped as `reads` scopes them."""
+    out: dict[tuple[str, str], list[int]] = {}
+
+    def visit(node: ast.AST, rel: str, scope: tuple[str, ...], in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not in_function:
+                visit(child, rel, scope + (child.name,), not isinstance(child, ast.ClassDef))
+                continue
+            if isinstance(child, ast.Call) and _is_json_load(child):
+                out.setdefault((rel, ".".join(scope) or "<module>"), []).append(child.lineno)
+            visit(child, rel, scope, in_function)
+
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if not rel.startswith(JSON_OWNERS):
+            visit(ast.parse(path.read_text(encoding="utf-8")), rel, (), False)
+    return out
+
+
 def test_only_the_schema_and_the_dataset_read_files_unexcused() -> None:
     found = reads(HARNESS)
     unexcused = [f"harness/{m}: {fn} (line {', '.join(map(str, ls))})" for (m, fn), ls in found.items()
@@ -206,3 +266,52 @@ def test_a_planted_read_is_caught(tmp_path: Path) -> None:
     assert reads(tmp_path) == {("analyze/planted.py", "state"): [4, 4], ("analyze/planted.py", "C.m"): [7, 8],
                                ("analyze/planted.py", "C.n"): [11], ("analyze/planted.py", "rec"): [16, 16]}
     assert reads(tmp_path).keys() - READS.keys()   # and the real test would refuse it
+
+
+# --- JSON reads: a schema model, or named with why ---------------------------------------------------
+
+def test_every_json_read_outside_the_schema_is_named_with_why() -> None:
+    found = json_reads(HARNESS)
+    unnamed = [f"harness/{m}: {fn} (line {', '.join(map(str, ls))})" for (m, fn), ls in found.items()
+               if (m, fn) not in JSON_READS]
+    assert not unnamed, ("json.load(s) outside harness/schema/, the Dataset and the worker; read the file "
+                         "through its schema model (harness/schema/), or, for a file or reply of another "
+                         "program's format, name the function in JSON_READS with why:\n" + "\n".join(unnamed))
+
+
+def test_every_named_json_read_still_reads_json() -> None:
+    found = json_reads(HARNESS)
+    stale = [f"{m}: {fn}" for m, fn in JSON_READS if (m, fn) not in found]
+    assert not stale, "JSON_READS names functions that parse no JSON (any more):\n" + "\n".join(stale)
+    assert all(why.strip() for why in JSON_READS.values())
+
+
+def test_a_planted_json_read_is_caught(tmp_path: Path) -> None:
+    # Both calls, at module level and in a method; the schema, the Dataset and the worker skipped.
+    (tmp_path / "measure" / "worker").mkdir(parents=True)
+    (tmp_path / "measure" / "planted.py").write_text(
+        "import json\nFIRST = json.loads('{}')\n"
+        "class C:\n    def m(self, f):\n        return json.load(f)\n")
+    (tmp_path / "measure" / "worker" / "w.py").write_text("import json\nX = json.loads('1')\n")
+    (tmp_path / "schema").mkdir()
+    (tmp_path / "schema" / "m.py").write_text("import json\ndef read(p):\n    return json.loads(p.read_text())\n")
+    assert json_reads(tmp_path) == {("measure/planted.py", "<module>"): [2], ("measure/planted.py", "C.m"): [5]}
+
+
+def test_the_worker_side_files_read_through_their_schema(tmp_path: Path) -> None:
+    """run.jsonl, manifest.json and the tokenization probe's answer, as a crash can leave them."""
+    from harness.schema.run_files import read_events, read_object, read_tokenize_cost
+
+    (tmp_path / "run.jsonl").write_text('{"t": 1.0, "phase": "engine", "pid": 7, "size": 3}\n'
+                                        '{"t": 2.0, "pid": 7}\n[1, 2]\n{"t": 3.0, "phase": "tim')
+    assert read_events(tmp_path) == [{"t": 1.0, "phase": "engine", "pid": 7, "size": 3}]
+    assert read_events(tmp_path / "absent") == []
+    (tmp_path / "manifest.json").write_text('{"vllm": "0.32.0"}')
+    (tmp_path / "list.json").write_text("[1]")
+    (tmp_path / "cut.json").write_text('{"vllm": ')
+    assert read_object(tmp_path / "manifest.json") == {"vllm": "0.32.0"}
+    assert [read_object(tmp_path / n) for n in ("list.json", "cut.json", "absent.json")] == [{}, {}, {}]
+    (tmp_path / "out.json").write_text('{"seconds": [0.5, 0.25], "median_s": 0.375, "prompts": 2, "tokens": 64}')
+    got = read_tokenize_cost(tmp_path / "out.json")
+    assert got is not None and got.median_s == 0.375 and got.tokens == 64
+    assert read_tokenize_cost(tmp_path / "manifest.json") is None and read_tokenize_cost(tmp_path / "no.json") is None

@@ -52,7 +52,7 @@ def kind_branches(source: str, names: set[str]) -> list[tuple[int, str]]:
 # Not a kind: the record's `serve` section (RunRecord.serve), named by its field.
 NOT_A_KIND = {("harness/measure/serve.py", "serve"),
               # Command names that are spelt like a kind: `harness check serve` (the experiments' registry)
-              # and the old `harness equivalence` verb (the CLI's aliases).
+              # and the old `harness equivalence` verb (the CLI's table of renamed verbs).
               ("harness/experiments/__init__.py", "serve"), ("harness/cli/__init__.py", "equivalence")}
 
 

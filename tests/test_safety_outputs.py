@@ -179,9 +179,9 @@ def test_replace_never_replaces_an_unmarked_folder(world, capsys):
 
 def test_an_empty_folder_may_be_written(world, capsys):
     (world / "empty").mkdir()
-    rc, err = _run(capsys, "export", world / "results" / "study", "--out", world / "empty")
+    rc, err = _run(capsys, "tables", world / "results" / "study", "--out", world / "empty")
     assert rc == 0, err
-    assert (world / "empty" / "canonical.csv").is_file() and (world / "empty" / FOLDER_MARKER).is_file()
+    assert (world / "empty" / "export" / "canonical.csv").is_file() and (world / "empty" / FOLDER_MARKER).is_file()
 
 
 def test_the_default_folders_are_rewritten_and_keep_profile_diff(world, capsys):
@@ -194,9 +194,7 @@ def test_the_default_folders_are_rewritten_and_keep_profile_diff(world, capsys):
     rc, err = _run(capsys, "tables", study)
     assert rc == 0, err
     assert (study / "derived" / "profile-diff" / "x.md").read_text() == "a profile diff\n"
-    rc, err = _run(capsys, "export", study)   # derived/export: owned through derived/'s marker
-    assert rc == 0, err
-    assert (study / "derived" / "export" / "canonical.csv").is_file()
+    assert (study / "derived" / "export" / "canonical.csv").is_file()   # the export, rewritten with derived/
 
 
 def test_an_unmarked_default_folder_is_refused_and_says_what_to_do(world, capsys):

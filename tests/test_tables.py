@@ -201,9 +201,9 @@ def test_cli_tables_writes_everything(tmp_path):
     assert "9 records, 8 canonical cells, 1 runs excluded" in p.stdout
 
 
-def test_cli_export_and_a_bad_folder_is_one_line(tmp_path):
+def test_cli_tables_writes_the_export_and_a_bad_folder_is_one_line(tmp_path):
     d = simple_study(tmp_path / "s", ALL3)
-    p = subprocess.run([sys.executable, "-m", "harness", "export", str(d)], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "harness", "tables", str(d)], capture_output=True, text=True)
     assert p.returncode == 0 and (d / "derived" / "export" / "canonical.csv").is_file()
     p = subprocess.run([sys.executable, "-m", "harness", "tables", str(tmp_path / "nope")],
                        capture_output=True, text=True)

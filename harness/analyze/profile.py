@@ -225,7 +225,7 @@ def kernel_diff_md(d: KernelDiff, *, only_rows: int = 10, full_names: bool = Fal
     names = list(d.kernels["name"]) + list(d.only["name"]) if len(d.only) else list(d.kernels["name"])
     if not full_names and any(short_kernel(str(n)) != str(n) for n in names):
         lines += ["", "Long kernel names are shortened here (template arguments and parameters as …); "
-                  "`harness profile-diff` writes them whole."]
+                  "`harness compare profiles` writes them whole."]
     lines += ["", "Runs: " + "; ".join(f"{leg}: {', '.join(r)}" for leg, r in d.runs.items())]
     return "\n".join(lines) + "\n"
 
@@ -252,7 +252,7 @@ def profile_overhead(ds: Dataset) -> pd.DataFrame:
 
 def profile_diff(study_dir: Path | str, *, model: str, workload: str, legs: list[str] | tuple[str, str],
                  arm: str | None = None, out: Path | None = None, replace: bool = False) -> tuple[str, Path]:
-    """`harness profile-diff`: the diff as markdown, written to `out` or the study's derived/profile-diff/
+    """`harness compare profiles`: the diff as markdown, written to `out` or the study's derived/profile-diff/
     (schema.outdir: an existing file the harness did not write is refused; one it wrote is replaced
     only with `replace`, or at the default place)."""
     from harness.analyze.dataset import load

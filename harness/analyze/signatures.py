@@ -2,7 +2,7 @@
 
 Each signature is a regular expression over one line of a failed run's text, the root cause it
 stands for, its class (the fixed vocabulary `FAILURE_CLASSES` of harness.schema.record), whether it is
-fixable and how, and for a dependency problem the `harness window` command that would test it. The
+fixable and how, and for a dependency problem the `harness search window` command that would test it. The
 order matters: within a line, the first signature that matches decides. How lines are read and which
 line decides is harness.analyze.failure's business.
 """
@@ -29,7 +29,7 @@ class Signature:
     fix: str
     # A run that passes with a pin of this distribution was recovered by this signature's fix.
     fix_distribution: str | None = None
-    # `harness window …` that would test the fix; {name} takes the pattern's named groups.
+    # `harness search window …` that would test the fix; {name} takes the pattern's named groups.
     window: str | None = None
     # Must match within the few lines before the matching one (the same traceback), e.g. the frame
     # that makes a bare KeyError a config lookup.
@@ -94,14 +94,14 @@ CATALOGUE: tuple[Signature, ...] = (
          "a name imported from transformers was removed or moved",
          "`ImportError: cannot import name` {name} from {module}",
          "yes", "a transformers release that still exports the name", "transformers",
-         window='harness window transformers --probe "from {module} import {name}"'),
+         window='harness search window transformers --probe "from {module} import {name}"'),
     # --- compiled extensions ---
     _sig("undefined-symbol", "dependency-abi",
          r"(?P<so>[^\s'\"(]+\.so)[^\n]{0,40}?(?:undefined symbol|Symbol not found)|undefined symbol:|Symbol not found:",
          "a compiled extension does not match the library it is loaded against (ABI)",
          "`undefined symbol` in a compiled extension",
          "yes", "rebuild the extension against the installed torch, or pin the torch it was built for", "torch",
-         window='harness window torch --probe "import {module}"'),
+         window='harness search window torch --probe "import {module}"'),
     _sig("missing-compiled-op", "dependency-abi",
          r"'_OpNamespace' '(?P<namespace>\w+)' object has no attribute '(?P<op>\w+)'",
          "a compiled op namespace lacks an op the Python side calls (binary from another build)",
@@ -118,32 +118,32 @@ CATALOGUE: tuple[Signature, ...] = (
          "cutlass `ThrMma` relocation (nvidia-cutlass-dsl >= 4.6.0 moved it out of `cute.core`)",
          "`AttributeError: module 'cutlass.cute.core' has no attribute 'ThrMma'`",
          "yes", "pin `nvidia-cutlass-dsl==4.5.3`", "nvidia-cutlass-dsl",
-         window='harness window nvidia-cutlass-dsl --probe "import cutlass.cute.core as c; c.ThrMma"'),
+         window='harness search window nvidia-cutlass-dsl --probe "import cutlass.cute.core as c; c.ThrMma"'),
     _sig("flashinfer-ipcsocket", "distributed-init",
          r"module 'flashinfer\.comm\.mnnvl' has no attribute 'IpcSocket'",
          "flashinfer `IpcSocket` missing from `flashinfer.comm.mnnvl` (tp > 1)",
          "`AttributeError: module 'flashinfer.comm.mnnvl' has no attribute 'IpcSocket'`",
          "yes", "guard the `IpcSocket` access in the bench worker",
-         window='harness window flashinfer-python --probe "import flashinfer.comm.mnnvl as m; m.IpcSocket"'),
+         window='harness search window flashinfer-python --probe "import flashinfer.comm.mnnvl as m; m.IpcSocket"'),
     _sig("flashinfer-missing-attribute", "dependency-window",
          r"module '(?P<module>flashinfer[\w.]*)' has no attribute '(?P<attribute>\w+)'",
          "flashinfer lacks a name this vLLM calls: its version is outside the window this vLLM works with",
          "`AttributeError`: {module} has no attribute {attribute}",
          "yes", "pin the flashinfer release this vLLM was built against", "flashinfer-python",
-         window='harness window flashinfer-python --probe "import {module} as m; m.{attribute}"'),
+         window='harness search window flashinfer-python --probe "import {module} as m; m.{attribute}"'),
     _sig("package-version-mismatch", "dependency-window",
          r"(?P<package>[\w.-]+) version \((?P<have>[^)]+)\) does not match (?P<other>[\w.-]+) version \((?P<want>[^)]+)\)",
          "two packages that must be released together are installed at different versions",
          "{package} version does not match {other}",
-         "yes", "install both at the same version", window='harness window {package} --release {want} '
-                                                           '--probe "import {other_module}"'),
+         "yes", "install both at the same version",
+         window='harness search window {package} --release {want} --probe "import {other_module}"'),
     _sig("requires-but-you-have", "dependency-window",
          r"(?P<dependent>[\w.-]+) [\w.+-]+ requires (?P<package>[\w.-]+)[^,]*(?:,[^,]*)*?, but you have "
          r"(?P=package) (?P<have>[\w.+-]+) which is incompatible",
          "an installed version is outside the range a package declares",
          "{dependent} requires {package} in another range than the installed {have}",
          "yes", "install a release inside the declared range",
-         window='harness window {package} --probe "import {package_module}"'),
+         window='harness search window {package} --probe "import {package_module}"'),
     # --- build steps ---
     _sig("ninja-build-failed", "jit-build",
          r"ninja: build stopped|Command '\['ninja'[^\]]*\]' returned non-zero|Error building extension",

@@ -9,25 +9,25 @@ import errno
 import sys
 
 from harness import __version__
-from harness.cli.verbs import (EXIT_RUNS_FAILED, EXPLAIN, LEGS, PUBLISH, REPORT, SWEEP, TABLES, TINY_MODEL, Verb,
-                               cmd_export, export_args)
+from harness.cli.verbs import EXIT_RUNS_FAILED, EXPLAIN, LEGS, PUBLISH, REPORT, SWEEP, TABLES, TINY_MODEL, Verb
 from harness.core.errors import UserError
 
-__all__ = ["ALIASES", "EXIT_RUNS_FAILED", "build_parser", "main"]
+__all__ = ["EXIT_RUNS_FAILED", "RENAMED", "build_parser", "main"]
 
-# The verbs before the command surface was grouped, kept for one release: each prints one line naming
-# its new command on stderr, then runs it with the same arguments.
-ALIASES: dict[str, tuple[str, ...]] = {
-    "crosscheck": ("check", "crosscheck"),
-    "serve-crosscheck": ("check", "serve"),
-    "client-overhead": ("check", "client-overhead"),
-    "equivalence": ("check", "equivalence"),
-    "engine-reuse": ("check", "engine-reuse"),
-    "bisect": ("search", "bisect"),
-    "window": ("search", "window"),
-    "compare-studies": ("compare", "studies"),
-    "profile-diff": ("compare", "profiles"),
-    "export": ("tables",),
+# The verbs before the command surface was grouped no longer run; for one release an old name is
+# refused in one line that names its new command (docs/cli-renames.md holds the same table), where
+# argparse alone would print its usage and the list of verbs without saying where the old one went.
+RENAMED: dict[str, str] = {
+    "crosscheck": "check crosscheck",
+    "serve-crosscheck": "check serve",
+    "client-overhead": "check client-overhead",
+    "equivalence": "check equivalence",
+    "engine-reuse": "check engine-reuse",
+    "bisect": "search bisect",
+    "window": "search window",
+    "compare-studies": "compare studies",
+    "profile-diff": "compare profiles",
+    "export": "tables",
 }
 
 
@@ -62,33 +62,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _export_parser() -> argparse.ArgumentParser:
-    """`harness export`: its own options for this release (`tables` writes derived/export/ itself)."""
-    p = argparse.ArgumentParser(prog="harness export", description="the canonical runs as Parquet + CSV + data "
-                                "dictionary (now written by `harness tables` under derived/export/)",
-                                epilog="example:\n  harness tables results/cpu-tiny", formatter_class=_Help)
-    export_args(p)
-    p.set_defaults(func=cmd_export)
-    return p
-
-
-def _parse(argv: list[str]) -> argparse.Namespace:
-    if argv and argv[0] in ALIASES:
-        new = ALIASES[argv[0]]
-        print(f"note: 'harness {argv[0]}' is now 'harness {' '.join(new)}'", file=sys.stderr)
-        if argv[0] == "export":
-            # Not the same arguments as `tables` (--out is the export folder itself): the old verb runs.
-            return _export_parser().parse_args(argv[1:])
-        argv = [*new, *argv[1:]]
-    return build_parser().parse_args(argv)
-
-
 _EXPECTED_OS_ERRORS = (PermissionError, FileExistsError, NotADirectoryError, IsADirectoryError, FileNotFoundError)
 _EXPECTED_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG}
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in RENAMED:
+        # The exit status argparse gives any unknown verb (2), with the new name instead of the usage.
+        print(f"harness: error: '{argv[0]}' is now '{RENAMED[argv[0]]}' (docs/cli-renames.md)", file=sys.stderr)
+        return 2
+    args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except UserError as e:

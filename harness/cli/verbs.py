@@ -126,28 +126,6 @@ def cmd_tables(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_export(a: argparse.Namespace) -> int:
-    """The old `export` verb, kept for one release: `tables` writes the same files under derived/export/."""
-    from harness.analyze.canonical import canonicalize
-    from harness.analyze.dataset import load as load_dataset
-    from harness.analyze.export import export_study
-    from harness.schema.outdir import check_folder
-
-    out = a.out or a.study_dir / "derived" / "export"
-    check_folder(out, verb="export", replace=a.replace, default=a.out is None)  # before the study is read
-    for path in export_study(canonicalize(load_dataset(a.study_dir), allow_reused=a.allow_reused), out,
-                             replace=a.replace, default=a.out is None):
-        print(path)
-    return 0
-
-
-def export_args(p: argparse.ArgumentParser) -> None:
-    flags.study_dir(p)
-    flags.out(p, "output folder (default: STUDY_DIR/derived/export)")
-    flags.replace(p)
-    flags.allow_reused(p)
-
-
 def _report_args(p: argparse.ArgumentParser) -> None:
     flags.study_dir(p)
     flags.out(p, "output folder (default: STUDY_DIR/report)")

@@ -1,7 +1,7 @@
 """Which releases a bisect searches, and the leg each one is measured on.
 
 The releases between the good and the bad leg come from the package index, or are given
-(`harness bisect --versions`) on a machine that cannot reach an index (an offline GPU host). Either
+(`harness search bisect --versions`) on a machine that cannot reach an index (an offline GPU host). Either
 way they are ordered from the good side to the bad side, and a given one must lie strictly between
 the two legs' releases: a release outside that range is no step of the search.
 

@@ -16,6 +16,7 @@ from harness.core.errors import UserError
 from harness.measure import leg as legmod
 from harness.measure.run import WORKER
 from harness.measure.sweep import SweepArgs, plan
+from harness.schema.run_files import read_tokenize_cost
 
 
 TOKENIZE_COST = WORKER.parent / "tokenize_cost.py"
@@ -58,14 +59,17 @@ def tokenization_cost(args: SweepArgs, *, crosscheck_rows: Callable[[Path], list
             if res.returncode != 0:
                 raise UserError(f"{p.spec.leg_env.leg.name}: tokenization probe failed: "
                                 f"{(res.stderr.strip().splitlines() or ['no output'])[-1]}")
-            got = json.loads((Path(tmp) / "out.json").read_text())
+            got = read_tokenize_cost(Path(tmp) / "out.json")
+            if got is None:
+                raise UserError(f"{p.spec.leg_env.leg.name}: tokenization probe exited 0 without its answer "
+                                f"(seconds, median_s, prompts, tokens)")
         # vLLM's timed region, from its recorded tok/s and the workload's tokens (its median run).
         total_tokens = wl.work["num_prompts"] * (wl.input_len + wl.output_len)
         rates = (vllm_s.get(key) or {}).get("vllm_tok_s", [])
         vllm_timed = statistics.median(total_tokens / v for v in rates if v) if rates else None
-        out.append({"leg": key[0], "model": key[1], "workload": key[2], "tokenize_s": got["median_s"],
-                    "tokenize_s_all": got["seconds"], "text_prompt_tokens": got["tokens"],
-                    "vllm_timed_s": vllm_timed, "share": got["median_s"] / vllm_timed if vllm_timed else None})
+        out.append({"leg": key[0], "model": key[1], "workload": key[2], "tokenize_s": got.median_s,
+                    "tokenize_s_all": got.seconds, "text_prompt_tokens": got.tokens,
+                    "vllm_timed_s": vllm_timed, "share": got.median_s / vllm_timed if vllm_timed else None})
     return out
 
 

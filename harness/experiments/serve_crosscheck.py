@@ -340,10 +340,9 @@ def _settings(spec: RunSpec) -> dict[str, Any]:
 
 
 def _manifest_vllm(run_dir: Path) -> str | None:
-    try:
-        v = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")).get("vllm")
-    except (OSError, ValueError, AttributeError):
-        return None
+    from harness.schema.run_files import read_object
+
+    v = read_object(run_dir / "manifest.json").get("vllm")
     return v if isinstance(v, str) else None
 
 

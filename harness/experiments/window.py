@@ -343,7 +343,7 @@ def window(args: WindowArgs, *, try_one: Callable[..., ReleaseResult] = try_rele
     spec = legmod.load_leg(leg_name)
     package = canonicalize_name(args.package)
     if package == canonicalize_name(spec.vllm_dist):
-        raise UserError(f"{legmod.leg_path(leg_name)}: {package} is the leg's vLLM itself; use `bisect` for it")
+        raise UserError(f"{legmod.leg_path(leg_name)}: {package} is the leg's vLLM itself; use `search bisect` for it")
     wanted: list[Version] = []
     for r in args.releases:
         try:

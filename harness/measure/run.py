@@ -29,6 +29,8 @@ from harness.core.source import harness_source
 from harness.core.logs import failure_reason, last_line, strip_prefix, tracebacks  # noqa: F401
 from harness.measure.leg import LegEnv
 from harness.schema.record import Engine, Failure, Phases, Profile, RunRecord, Timing, now, write
+# read_events is also this module's to the measuring code that imports it from here (group, serve).
+from harness.schema.run_files import read_events, read_object
 from harness.schema.wire import WorkerSpec, read_result
 from harness.measure.scenario import Arm, Model, Workload
 
@@ -100,15 +102,6 @@ def check_run_dir(spec: RunSpec, run_dir: Path) -> None:
                         "component; refused before anything was deleted")
 
 
-def read_events(run_dir: Path) -> list[dict]:
-    out = []
-    with contextlib.suppress(FileNotFoundError):
-        for line in (run_dir / "run.jsonl").read_text(encoding="utf-8", errors="replace").splitlines():
-            with contextlib.suppress(json.JSONDecodeError):
-                out.append(json.loads(line))
-    return out
-
-
 def emit(run_dir: Path, phase: str, **fields: Any) -> None:
     with (run_dir / "run.jsonl").open("a", encoding="utf-8") as f:
         f.write(json.dumps({"t": time.time(), "phase": phase, "pid": os.getpid(), **fields}) + "\n")
@@ -177,22 +170,16 @@ def kill_orphans(lock: Path | None = None) -> list[int]:
     return pids
 
 
-def _read_json(path: Path) -> dict:
-    with contextlib.suppress(FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
-        return json.loads(path.read_text(encoding="utf-8"))
-    return {}
-
-
 def _profile(run_dir: Path) -> Profile:
     """What the worker's profile.json says of a profiled run (one that died before it: only that it was profiled)."""
-    data = _read_json(run_dir / "profile.json")
+    data = read_object(run_dir / "profile.json")
     s = data.get("summary") or {}
     return Profile(**{k: v for k, v in data.items() if k in Profile.model_fields and k != "summary"},
                    **{k: s.get(k) for k in ("device", "profiled_s", "steps")})
 
 
 def _phases(run_dir: Path) -> Phases | None:
-    split = _read_json(run_dir / "requests.json").get("split")
+    split = read_object(run_dir / "requests.json").get("split")
     return Phases(**split) if isinstance(split, dict) else None
 
 
@@ -266,7 +253,7 @@ def finish(spec: RunSpec, run_dir: Path, *, status: str, exit_code: int | None, 
            attempt: int = 1, engine: Engine | None = None) -> RunRecord:
     """The record of a run whose worker has ended: from worker.json, manifest.json, run.jsonl and run.log."""
     wl = spec.workload
-    worker, manifest = read_result(run_dir / "worker.json"), _read_json(run_dir / "manifest.json")
+    worker, manifest = read_result(run_dir / "worker.json"), read_object(run_dir / "manifest.json")
     if status == "ok" and worker is None:
         status = "failed"  # exited 0 without a result: never count that as a measurement
     failure = None

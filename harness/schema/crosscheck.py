@@ -4,7 +4,7 @@ Format history (schema_version):
   1 - rows of harness/vLLM samples, ratio with interval, spreads, timed shares (the first version
       written; there is no unversioned form).
   2 - rows gain `unmeasured`: the planned run ids without a finished record, for a view summarised
-      from the records of a crosscheck cut short (`harness crosscheck --from-records`,
+      from the records of a crosscheck cut short (`harness check crosscheck --from-records`,
       invocation_id "from-records"), and `pair_ratios`: harness ÷ vLLM within each repeat that has
       both sides. Version 1 reads as having neither.
   3 - the interval is the paired rule's (one-sample t on the log pair ratios of the repeats that

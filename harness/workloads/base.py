@@ -72,7 +72,7 @@ class Traits:
     # (harness.measure.serve): never inside an engine group nor the paired design, and its records
     # carry `serve` points (the serving curves, the serve cross-check).
     server: bool = False
-    # vLLM's own benchmarks/throughput.py does the same work, so `harness crosscheck` can run it beside
+    # vLLM's own benchmarks/throughput.py does the same work, so `harness check crosscheck` can run it beside
     # the harness's run of this kind (harness.measure.worker.vllm_bench).
     vllm_throughput_bench: bool = False
     # The metric is one engine's speed measured offline in one process, comparable run by run: the

