@@ -131,7 +131,7 @@ def compare_studies(study_a: Path | str, study_b: Path | str, *, band: float = B
         if not (r / "study.yaml").is_file():
             raise UserError(f"{r}: not a study folder (no study.yaml)")
     if ra.resolve() == rb.resolve():
-        raise UserError(f"{ra}: compare-studies names the same study twice ({study_a} and {study_b}); a study "
+        raise UserError(f"{ra}: compare studies names the same study twice ({study_a} and {study_b}); a study "
                         f"compared with itself says nothing")
     ca, cb = _canon(ra), _canon(rb)
     pa, pb = read_printed(ra), read_printed(rb)
@@ -139,7 +139,7 @@ def compare_studies(study_a: Path | str, study_b: Path | str, *, band: float = B
     lb_ = {lg.label: lg.name for lg in cb.study.legs}
     common = [(n, lab) for n, lab in la if lab in lb_]
     if len(common) < 2:
-        raise UserError(f"compare-studies: {ca.study.name} and {cb.study.name} share fewer than two leg labels "
+        raise UserError(f"compare studies: {ca.study.name} and {cb.study.name} share fewer than two leg labels "
                         f"({', '.join(lab for _, lab in la)} vs {', '.join(lb_)}): no step to compare")
     rows: list[Row] = []
     keys: list[tuple[str, str, str]] = []

@@ -277,7 +277,7 @@ def answer_md(st: Study, *, between: str = "") -> str:
                   + ("; for transcribed figures, the range the printed rounding allows" if st.transcribed else "")
                   + ". " + rules_note(ans)
                   + (" Answers: whether the step's legs decode the model's equivalence prompts to the same greedy "
-                     "outputs (`harness equivalence`, docs/equivalence.md); ⚠ marks a faster step that gives "
+                     "outputs (`harness check equivalence`, docs/equivalence.md); ⚠ marks a faster step that gives "
                      "different answers." if any(c.answers for c in ans.shown) else "") + "_"]
     head = len(ans.summary) + (1 if between.strip() else 0)
     return "\n\n".join(lines[:head]) + "\n" + "\n".join(lines[head:]) + "\n"

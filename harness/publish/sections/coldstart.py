@@ -44,7 +44,7 @@ def coldstart_md(st: Study) -> str:
            f"{verdict}. The cold engines' later workloads: {lk} of {ln} slower (not tested: they share those "
            f"engines). Where cold engines do measure apart, it is the first repeat of each leg and model on each "
            f"machine that carries it: a series can start with an engine kept out of its numbers (`harness "
-           f"crosscheck --prime`), or read those runs apart.", "",
+           f"sweep --prime`, `harness check crosscheck --prime`), or read those runs apart.", "",
            "| series | leg | model | workload | arm | cold repeats | cold ÷ warm (speed) | first on its engine | "
            "warm runs from | engine start cold / warm (s) |",
            "|---|---|---|---|---|---|---:|---|---|---|"]
