@@ -233,7 +233,8 @@ def test_the_answer_table_flags_a_faster_step_with_different_answers(tmp_path):
         write_run(study, record_dict(leg=leg, leg_label=lb, workload="mixed", value=value))
     table = answer_table(answer(load_study(study)))
     mixed = table[table["model · workload"] == "`m` · mixed"].iloc[0]
-    assert mixed["answers"] == "⚠ faster, but different answers" and mixed["step"] == "0.27 → 0.32"
+    # One run per side: not decided faster, so the warning names the ratio, not a verdict.
+    assert mixed["answers"] == "⚠ 1.50x, but different answers" and mixed["step"] == "0.27 → 0.32"
     # A study without equivalence runs has no such column.
     plain = tmp_path / "plain"
     write_study_yaml(plain, [("cpu-0.27", "0.27"), ("cpu-0.32", "0.32")])

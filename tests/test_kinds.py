@@ -181,8 +181,8 @@ def test_a_new_kind_reaches_tables_export_and_the_answer(dummy_kind, tmp_path):
     assert by_model["fast-model"].ratio.value == pytest.approx(12.0 / 10.0)
     assert by_model["slow-model"].ratio.value == pytest.approx(3.0 / 4.0)
     cells = {c.model: c for c in answer(load_study(study)).cells if c.kind == DUMMY}
-    assert cells["fast-model"].ratio == pytest.approx(1.2) and cells["fast-model"].side == "above"
-    assert cells["slow-model"].ratio == pytest.approx(0.75) and cells["slow-model"].side == "below"
+    assert cells["fast-model"].ratio == pytest.approx(1.2) and cells["fast-model"].cls == "faster"
+    assert cells["slow-model"].ratio == pytest.approx(0.75) and cells["slow-model"].cls == "slower"
 
 
 def test_bisect_searches_in_a_new_kinds_direction(dummy_kind, tmp_path, monkeypatch):

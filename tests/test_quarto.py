@@ -166,7 +166,8 @@ def test_quarto_renders_html_and_gfm_into_the_report_folder(quarto_render):
     assert md.startswith(f"# {title}\n") and "# Benchmark report" not in md
     # One self-contained page; the figures beside REPORT.md under the fallback's names.
     assert "index_files/" not in html and re.findall(r'<img src="(?!data:)', html) == []
-    assert sorted(p.name for p in (out / "figures").iterdir()) == ["fig-coverage.png", "fig-dispersion.png", "fig-drift.png"]
+    assert sorted(p.name for p in (out / "figures").iterdir()) == ["fig-answer.png", "fig-coverage.png", "fig-dispersion.png",
+                                                                  "fig-drift.png"]
     assert "figure-commonmark" not in md and not (out / "index_files").exists()
     assert (out / "README.md").read_text(encoding="utf-8").endswith(md)          # the card is the report
 
@@ -186,12 +187,13 @@ def test_quarto_and_the_fallback_agree(quarto_render, kernel_render):
     for q, k in zip(q_html.tables, k_html.tables):
         assert q == k
     # Same figures, same numbers; the text-only ratio cell is no figure in either.
-    assert md_figures(q_md) == md_figures(k_md) == [(1, "fig-coverage.png"), (2, "fig-dispersion.png"),
-                                                  (3, "fig-drift.png")]
+    # A one-leg study's answer picture (each cell's figure) comes first, as a study with steps has its matrix.
+    assert md_figures(q_md) == md_figures(k_md) == [(1, "fig-answer.png"), (2, "fig-coverage.png"),
+                                                  (3, "fig-dispersion.png"), (4, "fig-drift.png")]
     for md in (q_md, k_md):
         assert "there is no ratio to plot" in md and "Ratio of each step" not in md
     q_caps = re.findall(r"Figure&nbsp;(\d+)|Figure\s(\d+):", (out / "index.html").read_text(encoding="utf-8"))
-    assert sorted({int(a or b) for a, b in q_caps}) == [1, 2, 3]
+    assert sorted({int(a or b) for a, b in q_caps}) == [1, 2, 3, 4]
 
 
 @needs_quarto

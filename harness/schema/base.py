@@ -17,3 +17,8 @@ class Frozen(BaseModel):
 
 class FrozenLenient(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class FrozenOpen(BaseModel):
+    """A record whose fields beyond the declared ones are another program's and kept as they are."""
+    model_config = ConfigDict(frozen=True, extra="allow")

@@ -21,15 +21,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import ConfigDict, ValidationError
+from pydantic import ValidationError
 
-from harness.schema.base import FrozenLenient
+from harness.schema.base import FrozenLenient, FrozenOpen
 
 
-class Event(FrozenLenient):
+class Event(FrozenOpen):
     """One line of run.jsonl. The fields beside these three are the phase's own (a prompt vocabulary's
     size, an error's text), kept as they are."""
-    model_config = ConfigDict(frozen=True, extra="allow")
 
     phase: str
     t: float | None = None

@@ -242,6 +242,10 @@ def answer_table(ans: Answer) -> pd.DataFrame:
         answer = c.answers or "—"
         if c.answers == DIFFERENT and c.cls == "faster":
             answer = "⚠ faster, but " + c.answers   # the speed may come from computing something else
+        elif c.answers == DIFFERENT and v.ratio is not None and v.ratio > 1:
+            # Not decided faster (a single pass, say), but the ratio favours the newer leg: the same warning,
+            # without a verdict word the cell does not have.
+            answer = f"⚠ {v.ratio:.2f}x, but " + c.answers
         rows.append({"model · workload": f"{ticked(c.model)} · {c.workload}", "step": c.step,
                      "ratio [interval]": v.ratio_text, "units": v.units_text if v.ratio is not None else "—",
                      "verdict": v.text + (" (rounding interval)" if v.interval == "rounding" else ""),
