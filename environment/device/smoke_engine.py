@@ -1,7 +1,8 @@
 """Does a vLLM release's engine start and generate on the device machine? One child process per site
-folder (`/root/site-<version>`), all at once, each on a share of the GPU: the engine with dummy weights,
+folder (`/root/site-<version>`), each on a share of the GPU: the engine with dummy weights,
 eager (no compile, no CUDA graphs: the point is that the release's wheels load and its kernels run,
-not its speed), sleep mode on; eight greedy requests, a sleep and a wake, eight more. One JSON line per
+not its speed), sleep mode on; eight greedy requests, a sleep and a wake, eight more. One version after
+the other (two engines profiling memory at once can read each other's allocations as their own). One JSON line per
 version on stdout: what ran, the seconds each step took, or the error's last lines.
 
     python3 environment/device/smoke_engine.py MODEL_DIR VERSION...
@@ -45,19 +46,18 @@ def main(argv: list[str]) -> int:
     model, versions = argv[0], argv[1:]
     env = {**os.environ, "VLLM_USE_FLASHINFER_SAMPLER": "0", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
            "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-    procs = {}
-    for v in versions:
-        log = open(f"smoke-{v}.log", "w")   # in the driver's results folder: the stage runs there
-        procs[v] = (subprocess.Popen([sys.executable, "-c", CHILD, model], stdout=subprocess.PIPE, stderr=log,
-                                     text=True, env={**env, "PYTHONPATH": f"/root/site-{v}"}), time.monotonic())
     rc = 0
-    for v, (p, t0) in procs.items():
-        try:
-            out, _ = p.communicate(timeout=float(os.environ.get("SMOKE_TIMEOUT_S", "150")))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out = ""
-        line = next((x for x in reversed(out.splitlines()) if x.startswith("{")), None)
+    for v in versions:
+        t0 = time.monotonic()
+        with open(f"smoke-{v}.log", "w") as log:   # in the stage's working folder (the driver's results)
+            p = subprocess.Popen([sys.executable, "-c", CHILD, model], stdout=subprocess.PIPE, stderr=log,
+                                 text=True, env={**env, "PYTHONPATH": f"/root/site-{v}"})
+            try:
+                out, _ = p.communicate(timeout=float(os.environ.get("SMOKE_TIMEOUT_S", "120")))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, _ = p.communicate()
+        line = next((x for x in reversed((out or "").splitlines()) if x.startswith("{")), None)
         res = json.loads(line) if line else {}
         if not line:
             rc = 1
