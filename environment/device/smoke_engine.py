@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -39,6 +40,24 @@ print(json.dumps({"vllm": vllm.__version__, "import_s": t1 - t0, "init_s": t2 - 
 '''
 
 
+def run_one(cmd: list[str], env: dict[str, str], timeout_s: float, log_path: str) -> tuple[int | None, str]:
+    """Run `cmd` in a process group of its own, stderr to `log_path`; on timeout end the whole group.
+    vLLM's engine core is a child of the child and inherits its stdout: killing the child alone leaves
+    the pipe open and the read waits for ever (the first smoke lease lost its second release so)."""
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env, start_new_session=True)
+        try:
+            out, _ = p.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            out, _ = p.communicate()
+            log.write(f"\nsmoke: stopped after {timeout_s:g} s\n")
+    return p.returncode, out or ""
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print("usage: smoke_engine.py MODEL_DIR VERSION...", file=sys.stderr)
@@ -49,22 +68,15 @@ def main(argv: list[str]) -> int:
     rc = 0
     for v in versions:
         t0 = time.monotonic()
-        with open(f"smoke-{v}.log", "w") as log:   # in the stage's working folder (the driver's results)
-            p = subprocess.Popen([sys.executable, "-c", CHILD, model], stdout=subprocess.PIPE, stderr=log,
-                                 text=True, env={**env, "PYTHONPATH": f"/root/site-{v}"})
-            try:
-                out, _ = p.communicate(timeout=float(os.environ.get("SMOKE_TIMEOUT_S", "120")))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                out, _ = p.communicate()
-        line = next((x for x in reversed((out or "").splitlines()) if x.startswith("{")), None)
+        code, out = run_one([sys.executable, "-c", CHILD, model], {**env, "PYTHONPATH": f"/root/site-{v}"},
+                            float(os.environ.get("SMOKE_TIMEOUT_S", "120")), f"smoke-{v}.log")
+        line = next((x for x in reversed(out.splitlines()) if x.startswith("{")), None)
         res = json.loads(line) if line else {}
         if not line:
             rc = 1
             with open(f"smoke-{v}.log") as f:
                 res = {"error": f.read()[-1500:]}
-        print(json.dumps({"version": v, "rc": p.returncode, "wall_s": round(time.monotonic() - t0, 1), **res}),
-              flush=True)
+        print(json.dumps({"version": v, "rc": code, "wall_s": round(time.monotonic() - t0, 1), **res}), flush=True)
     return rc
 
 
