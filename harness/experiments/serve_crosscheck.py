@@ -86,7 +86,11 @@ def bench_args(spec: RunSpec, p: kind.Point, *, base_url: str, result_dir: Path,
             # 0.32.0 no longer sends temperature 0 by default; the harness does.
             "--ignore-eos", "--temperature", "0", "--seed", str(kind.point_seed(work, p.index)),
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
-            "--disable-tqdm", "--save-result", "--result-dir", str(result_dir), "--result-filename", result_file]
+            "--disable-tqdm", "--save-result", "--result-dir", str(result_dir), "--result-filename", result_file,
+            # The workload's gap shape, where it sets one (vLLM's default is 1 too); with `arrivals: vllm`
+            # the harness's side then schedules its requests by the same law and scaling.
+            *(["--burstiness", repr(float(work["burstiness"]))]
+              if p.request_rate is not None and work.get("burstiness", 1.0) != 1.0 else [])]
 
 
 def _num(v: Any) -> float | None:

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import itertools
 import json
+import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any
@@ -114,17 +116,51 @@ async def one_request(session: Any, url: str, *, model: str, prompt: Prompt, max
     return out
 
 
-def arrival_offsets(n: int, rate: float | None, seed: int) -> list[float]:
-    """When each request is due, in seconds from the point's start: all at 0 without a rate, else
-    seeded Poisson arrivals (exponential gaps of mean 1/rate)."""
+ARRIVALS = ("harness", "vllm")
+
+
+def _gaps(n: int, rate: float, burstiness: float, draw: Callable[[float, float], float]) -> list[float]:
+    """n gaps between arrivals: gamma of shape `burstiness` and mean 1/rate (burstiness 1: exponential,
+    a Poisson process; inf: every gap exactly 1/rate). `draw(shape, scale)` is one gamma draw."""
+    if math.isinf(burstiness):
+        return [1.0 / rate] * n
+    return [draw(burstiness, 1.0 / (rate * burstiness)) for _ in range(n)]
+
+
+def arrival_offsets(n: int, rate: float | None, seed: int, *, arrivals: str = "harness",
+                    burstiness: float = 1.0) -> list[float]:
+    """When each request is due, in seconds from the point's start. Without a rate, all at 0. With one:
+    - `harness` (the default): the first request at 0, each next one a seeded gap later (exponential,
+      mean 1/rate, as every serve record before `arrivals` existed; gamma where burstiness is not 1);
+    - `vllm`: the schedule of vLLM's `bench serve` (`get_request` in vllm/benchmarks/serve.py, the same
+      in 0.24.0 and 0.26.0): every request, the first too, one gamma gap (shape burstiness, mean 1/rate)
+      after the one before, then the whole schedule stretched so that the last request is due at exactly
+      n / rate. vLLM does that so a run's offered rate does not wander with the seed (a sum of n random
+      gaps misses n / rate by a few percent); comparing the two clients at one rate needs it on both.
+    The draws are the harness's own (seeded numpy), not vLLM's: the same law and scaling, not the same
+    numbers."""
+    if arrivals not in ARRIVALS:
+        raise ValueError(f"arrivals: {arrivals!r} should be one of {', '.join(ARRIVALS)}")
+    if not burstiness > 0:
+        raise ValueError(f"burstiness: {burstiness!r} should be greater than 0")
     if rate is None:
         return [0.0] * n
-    rng = random.Random(seed)
-    t, out = 0.0, []
-    for _ in range(n):
-        out.append(t)
-        t += rng.expovariate(rate)
-    return out
+    if arrivals == "harness":
+        rng = random.Random(seed)
+        # Burstiness 1 keeps the exact draws of the records measured before burstiness existed.
+        gaps = ([rng.expovariate(rate) for _ in range(n)] if burstiness == 1.0
+                else _gaps(n, rate, burstiness, rng.gammavariate))
+        t, out = 0.0, []
+        for g in gaps:
+            out.append(t)
+            t += g
+        return out
+    gen = np.random.default_rng(seed)
+    due = list(itertools.accumulate(_gaps(n, rate, burstiness, lambda k, th: float(gen.gamma(k, th)))))
+    if n and due[-1] > 0:
+        stretch = (n / rate) / due[-1]
+        due = [d * stretch for d in due]
+    return due
 
 
 @dataclass(kw_only=True)
@@ -135,12 +171,13 @@ class PointRun:
 
 
 async def _drive(base_url: str, *, model: str, prompts: Sequence[Prompt], max_tokens: int, concurrency: int,
-                 rate: float | None, seed: int, timeout_s: float) -> tuple[list[RequestResult], float]:
+                 rate: float | None, seed: int, timeout_s: float, arrivals: str = "harness",
+                 burstiness: float = 1.0) -> tuple[list[RequestResult], float]:
     import aiohttp
 
     base = base_url.rstrip("/")
     sem = asyncio.Semaphore(concurrency)
-    offsets = arrival_offsets(len(prompts), rate, seed)
+    offsets = arrival_offsets(len(prompts), rate, seed, arrivals=arrivals, burstiness=burstiness)
     conn = aiohttp.TCPConnector(limit=0, force_close=False)
     async with aiohttp.ClientSession(connector=conn, trust_env=False) as session:
         t0 = time.perf_counter()
@@ -168,11 +205,15 @@ def prepare() -> None:
 
 
 def run_point(base_url: str, *, model: str, prompts: Sequence[Prompt], max_tokens: int, concurrency: int,
-              rate: float | None = None, seed: int = 0, timeout_s: float = 300.0) -> PointRun:
+              rate: float | None = None, seed: int = 0, timeout_s: float = 300.0, arrivals: str = "harness",
+              burstiness: float = 1.0) -> PointRun:
+    # The point's duration runs from t0, before the first due time: under `vllm` arrivals the first
+    # request waits its own gap, and vLLM's benchmark counts that wait in its duration too.
     prepare()  # before the CPU clock starts: the first call of a process imports aiohttp here
     cpu0 = time.process_time()
     results, duration = asyncio.run(_drive(base_url, model=model, prompts=prompts, max_tokens=max_tokens,
-                                           concurrency=concurrency, rate=rate, seed=seed, timeout_s=timeout_s))
+                                           concurrency=concurrency, rate=rate, seed=seed, timeout_s=timeout_s,
+                                           arrivals=arrivals, burstiness=burstiness))
     return PointRun(results=results, duration_s=duration, client_cpu_s=time.process_time() - cpu0)
 
 

@@ -368,7 +368,8 @@ def _measure(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any]
          instance=server.starts)
     run = loadgen.run_point(server.base, model=served_name(spec), prompts=prompts, max_tokens=work["output_len"],
                             concurrency=p.concurrency, rate=p.request_rate, seed=seed,
-                            timeout_s=work["request_timeout_s"])
+                            timeout_s=work["request_timeout_s"], arrivals=work.get("arrivals", "harness"),
+                            burstiness=work.get("burstiness", 1.0))
     slo_ttft, slo_tpot = _slo(work)
     m = PointMetrics.model_validate(loadgen.summarize(run, slo_ttft_ms=slo_ttft, slo_tpot_ms=slo_tpot))
     reason = ""

@@ -31,7 +31,8 @@ METRIC = Metric(key="output_tok_s", unit="tok/s", higher_is_better=True,
 TRAITS = Traits(server=True)
 # Left out of a run's `work` at these values, so serve runs measured before they existed keep their
 # fingerprints (harness.measure.scenario.Workload.work).
-UNSET_WORK: dict[str, Any] = {"capacity": None}
+UNSET_WORK: dict[str, Any] = {"capacity": None, "arrivals": "harness", "burstiness": 1.0}
+ARRIVALS = ("harness", "vllm")   # harness.measure.loadgen.arrival_offsets says what each one is
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +49,11 @@ class Params:
     request_timeout_s: float = 300.0   # one request, first byte to last
     # The capacity search instead of the grid above (harness.workloads.capacity); None: the grid.
     capacity: dict[str, Any] | None = None
+    # How a rate's arrivals are scheduled: `harness` (first request at 0, seeded gaps) or `vllm` (vLLM's
+    # `bench serve`: the first request after its own gap, the schedule stretched to end at n / rate), and
+    # the gaps' gamma shape (vLLM's --burstiness: 1 Poisson, below 1 burstier, .inf evenly spaced).
+    arrivals: str = "harness"
+    burstiness: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.concurrency or any(not c > 0 for c in self.concurrency):
@@ -71,6 +77,11 @@ class Params:
         limits.timeout("request_timeout_s", self.request_timeout_s)
         for name in ("slo_ttft_ms", "slo_tpot_ms"):
             limits.at_most(name, getattr(self, name), limits.MAX_TIMEOUT_S * 1000, "ms (a week)")
+        if self.arrivals not in ARRIVALS:
+            raise ValueError(f"arrivals: {self.arrivals!r} should be one of {', '.join(ARRIVALS)}")
+        if isinstance(self.burstiness, bool) or not isinstance(self.burstiness, (int, float)) \
+                or not self.burstiness > 0:
+            raise ValueError(f"burstiness: {self.burstiness!r} should be a number greater than 0 (.inf: evenly spaced)")
         if self.capacity is not None:
             capacity_spec.parse(self.capacity)
 
