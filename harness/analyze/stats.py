@@ -47,12 +47,17 @@ class Ratio:
     unit: str = "repeat"             # what `needs` and n count: repeats per side, pairs, engine blocks
 
     def label(self) -> str:
-        if self.value is None:
-            return "—"
-        s = f"{self.value:.2f}x"
-        if self.low is not None and self.high is not None:
-            s += f" [{self.low:.2f}, {self.high:.2f}]"
-        return s
+        return ratio_label(self.value, self.low, self.high)
+
+
+def ratio_label(value: float | None, low: float | None, high: float | None) -> str:
+    """"1.07x [1.03, 1.11]": a ratio and its interval as every view prints them ("—" without a ratio)."""
+    if value is None:
+        return "—"
+    s = f"{value:.2f}x"
+    if low is not None and high is not None:
+        s += f" [{low:.2f}, {high:.2f}]"
+    return s
 
 
 def spread(samples: Sequence[float]) -> float | None:

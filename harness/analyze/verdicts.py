@@ -30,7 +30,7 @@ from harness.analyze.canonical import Canonical
 from harness.analyze.order import leg_pairs, order_frame
 from harness.analyze.significance import (ALPHA, MARGIN_DEFAULT, METHOD, NESTED_METHOD, TABLE_RULE,
                                           decide_family, default_margin, look_alpha)
-from harness.analyze.stats import Ratio, nested_ratio, ratio
+from harness.analyze.stats import Ratio, nested_ratio, ratio, ratio_label
 from harness.workloads.base import Metric
 
 STEPS = "steps"
@@ -155,12 +155,7 @@ class CellVerdict:
     @property
     def ratio_text(self) -> str:
         """"1.07x [1.03, 1.11]": the ratio and the interval beside it ("—" without a ratio)."""
-        if self.ratio is None:
-            return "—"
-        s = f"{self.ratio:.2f}x"
-        if self.low is not None and self.high is not None:
-            s += f" [{self.low:.2f}, {self.high:.2f}]"
-        return s
+        return ratio_label(self.ratio, self.low, self.high)
 
     @property
     def table_ratio(self) -> float | None:
