@@ -276,7 +276,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--study", help="take sigma (pair sd / sqrt 2) and the bound (the engine sd's 95%% upper bound) "
                                    "from this paired study's records, old leg then new: --study DIR OLD NEW",
                    nargs=3, metavar=("DIR", "OLD", "NEW"))
+    p.add_argument("--aa", nargs=2, metavar=("OLD_AA", "NEW_AA"),
+                   help="instead: a table of the legs' cells at the variance components the two A/A studies "
+                        "measured (the old leg's stack, the new leg's): A/A false-call rate and power per design")
+    p.add_argument("--design", action="append", type=_design, default=None,
+                   help="with --aa: BLOCKSxPAIRS[@ENGINE_SD], repeatable (default: make main's 4x3)")
     a = p.parse_args(argv)
+    if a.aa:
+        from harness.core.errors import UserError
+
+        try:
+            cells = measured_components(*a.aa)
+        except (UserError, ValueError) as e:
+            p.exit(2, f"error: {e}\n")
+        if not cells:
+            p.exit(2, f"error: {a.aa[0]}, {a.aa[1]}: no (model, workload) cell with two blocks in both\n")
+        fams = kind_families(cells)
+        print(f"## A table of {len(cells)} cells at the components of {a.aa[0]} (old) and {a.aa[1]} (new); "
+              f"families (BH) by kind: {len(fams)}; seed {a.seed}, {a.reps} tables per row\n")
+        print(aa_report(cells, a.design or [(4, 3, None)], reps=a.reps, seed=a.seed, families=fams))
+        return
     if a.study:
         from harness.analyze.dataset import load
         from harness.analyze.engine_variance import engine_variance, engine_variance_md
@@ -314,9 +333,6 @@ def main(argv: Sequence[str] | None = None) -> None:
                 fd.append({"cells": cells, "null share": ns, "rule": "BH" if ctl else "per cell", **r})
     print(_md(fd))
 
-
-if __name__ == "__main__":
-    main()
 
 
 # --- a whole table at measured variance components: the A/A false-call rate and power --------------
@@ -376,15 +392,17 @@ class Component:
     pair_sd: float
     tau_old: float
     tau_new: float
+    kind: str = ""      # the workload kind: the tables decide each kind's cells as one family
 
 
 def table_codes(cells: Sequence[Component], blocks: int, pairs: int, *, effect: float = 0.0,
                 margin: float | None = 0.05, engine_sd: float | None = None, reps: int = 20000,
-                seed: int = 0) -> np.ndarray:
+                seed: int = 0, families: Sequence[Sequence[int]] | None = None) -> np.ndarray:
     """(reps, cells) verdict codes of simulated tables measured with `blocks` x `pairs`: each cell's pair
     ratios d = effect + (u_new - u_old) + e, u ~ N(0, tau) per leg and block, e ~ N(0, pair_sd) per pair
     (the components as measured, host drift within a pair included in pair_sd), decided by the nested
-    rule and Benjamini–Hochberg over the table, as the tables decide them."""
+    rule and Benjamini–Hochberg over each family of cells (`families`: lists of cell indices, default one
+    family of all; the tables today decide each kind's table, throughput and latency, apart)."""
     rng = np.random.default_rng(seed)
     ps, peqs, signs = [], [], []
     for c in cells:
@@ -392,19 +410,28 @@ def table_codes(cells: Sequence[Component], blocks: int, pairs: int, *, effect: 
         d = math.log1p(effect) + u + rng.normal(0.0, c.pair_sd, (reps, blocks, pairs))
         p, p_eq, s = nested_p(d, margin=margin, engine_sd=engine_sd)
         ps.append(p), peqs.append(p_eq), signs.append(s)
-    return bh_codes(np.stack(ps, axis=1), np.stack(peqs, axis=1), np.stack(signs, axis=1))
+    p, p_eq, sign = np.stack(ps, axis=1), np.stack(peqs, axis=1), np.stack(signs, axis=1)
+    out = np.zeros(p.shape, dtype=int)
+    for fam in families or [list(range(len(cells)))]:
+        out[:, fam] = bh_codes(p[:, fam], p_eq[:, fam], sign[:, fam])
+    return out
 
 
 def table_rates(cells: Sequence[Component], blocks: int, pairs: int, *, effect: float = 0.0,
                 margin: float | None = 0.05, engine_sd: float | None = None, reps: int = 20000,
-                seed: int = 0) -> dict[str, float]:
-    """At `effect` 0 (an A/A): `false_call` the share of tables with any cell called faster or slower,
-    and the mean counts of equivalent and undecided cells per table. At an effect: `power` the share of
-    cells called faster (the true direction), and the share of tables with at least 3 cells decided."""
+                seed: int = 0, families: Sequence[Sequence[int]] | None = None) -> dict[str, float]:
+    """At `effect` 0 (an A/A): `false_call` the share of studies with any cell called faster or slower,
+    `false_call_family` the same per family (each family a table of its own; their mean), and the mean
+    counts of equivalent and undecided cells per study. At an effect: `power` the share of cells called
+    faster (the true direction), and the share of studies with at least 3 cells decided."""
     code = table_codes(cells, blocks, pairs, effect=effect, margin=margin, engine_sd=engine_sd, reps=reps,
-                       seed=seed)
+                       seed=seed, families=families)
     decided = (code != 0).sum(axis=1)
-    return {"false_call": float(np.mean((np.abs(code) == 1).any(axis=1))) if effect == 0 else float("nan"),
+    wrong = np.abs(code) == 1
+    fams = families or [list(range(len(cells)))]
+    return {"false_call": float(np.mean(wrong.any(axis=1))) if effect == 0 else float("nan"),
+            "false_call_family": (float(np.mean([np.mean(wrong[:, f].any(axis=1)) for f in fams]))
+                                  if effect == 0 else float("nan")),
             "equivalent": float(np.mean((code == 2).sum(axis=1))),
             "undecided": float(np.mean((code == 0).sum(axis=1))),
             "power": float(np.mean(code == 1)) if effect > 0 else float("nan"),
@@ -419,8 +446,11 @@ def measured_components(old_study: str, new_study: str | None = None) -> list[Co
     from harness.analyze.dataset import load
     from harness.analyze.engine_variance import by_workload
 
+    kinds: dict[tuple[str, str], str] = {}
+
     def per_cell(path: str) -> dict[tuple[str, str], tuple[float, float]]:
         ds = load(path)
+        kinds.update({(r["model"], r["workload"]): str(r["kind"]) for r in ds.records.to_dict("records")})
         groups = ds.study.extra.get("aa") or []
         if not groups:
             raise ValueError(f"{path}: not an A/A study (study.yaml has no `aa`)")
@@ -430,25 +460,51 @@ def measured_components(old_study: str, new_study: str | None = None) -> list[Co
     a = per_cell(old_study)
     b = per_cell(new_study) if new_study else a
     return [Component(name=f"{m} · {w}", pair_sd=max(a[(m, w)][0], b[(m, w)][0]), tau_old=a[(m, w)][1],
-                      tau_new=b[(m, w)][1]) for (m, w) in sorted(set(a) & set(b))]
+                      tau_new=b[(m, w)][1], kind=kinds.get((m, w), "")) for (m, w) in sorted(set(a) & set(b))]
+
+
+def kind_families(cells: Sequence[Component]) -> list[list[int]]:
+    """The cells' indices grouped by workload kind: the families the tables decide together today."""
+    fams: dict[str, list[int]] = {}
+    for i, c in enumerate(cells):
+        fams.setdefault(c.kind, []).append(i)
+    return list(fams.values())
+
+
+def _design(text: str) -> tuple[int, int, float | None]:
+    """BLOCKSxPAIRS or BLOCKSxPAIRS@ENGINE_SD, e.g. 4x3 (make main's, block means) or 4x6@0.012."""
+    import re
+
+    m = re.fullmatch(r"(\d+)x(\d+)(?:@([0-9.]+))?", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected BLOCKSxPAIRS or BLOCKSxPAIRS@ENGINE_SD")
+    return int(m.group(1)), int(m.group(2)), float(m.group(3)) if m.group(3) else None
 
 
 def aa_report(cells: Sequence[Component], designs: Sequence[tuple[int, int, float | None]], *,
               effects: Sequence[float] = (0.03, 0.05, 0.08), margin: float = 0.05, reps: int = 20000,
-              seed: int = 0) -> str:
+              seed: int = 0, families: Sequence[Sequence[int]] | None = None) -> str:
     """The markdown the cpu-aa README shows: per design (blocks, pairs, engine_sd or None), the A/A
-    false-call rate per table, equivalent and undecided cells per table, and the power at `effects`."""
+    false-call rate per table (family) and per study, equivalent and undecided cells per study, and the
+    power at `effects`."""
     rows = []
     for i, (b, k, bound) in enumerate(designs):
-        aa = table_rates(cells, b, k, margin=margin, engine_sd=bound, reps=reps, seed=seed + 97 * i)
+        aa = table_rates(cells, b, k, margin=margin, engine_sd=bound, reps=reps, seed=seed + 97 * i, families=families)
         row: dict[str, object] = {"blocks": b, "pairs": k, "engine_sd": "-" if bound is None else f"{bound:.4f}",
-                                  "A/A false call (table)": aa["false_call"],
-                                  "A/A equivalent (of 4)": aa["equivalent"], "A/A undecided (of 4)": aa["undecided"]}
+                                  "A/A false call (table)": aa["false_call_family"],
+                                  "A/A false call (study)": aa["false_call"],
+                                  f"A/A equivalent (of {len(cells)})": aa["equivalent"],
+                                  f"A/A undecided (of {len(cells)})": aa["undecided"]}
         for j, e in enumerate(effects):
-            r = table_rates(cells, b, k, effect=e, margin=margin, engine_sd=bound, reps=reps, seed=seed + 97 * i + j + 1)
+            r = table_rates(cells, b, k, effect=e, margin=margin, engine_sd=bound, reps=reps,
+                            seed=seed + 97 * i + j + 1, families=families)
             row[f"power {e:.0%}"] = r["power"]
             row[f">=3 decided at {e:.0%}"] = r["three_decided"]
         rows.append(row)
     comp = "\n".join(f"- {c.name}: pair sd {c.pair_sd:.4f}, tau old {c.tau_old:.4f}, tau new {c.tau_new:.4f}"
                      for c in cells)
     return comp + "\n\n" + _md(rows)  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    main()
