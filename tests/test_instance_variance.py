@@ -92,3 +92,19 @@ def test_bad_study_is_one_line_and_exit_2(tmp_path):
                              text=True, cwd=ROOT, timeout=120)
         assert out.returncode == 2 and "Traceback" not in out.stderr
         assert out.stderr.strip().count("\n") == 0 and "none" in out.stderr
+
+
+def test_series_verdicts_are_the_tables_own_per_series():
+    from harness.analyze import tables
+    from harness.analyze.canonical import canonicalize
+
+    ds = load(PAIRED)
+    rows = ev.series_verdicts(ds)
+    assert {r["series"] for r in rows} == {"cpu-tiny"} and len(rows) == 4
+    canon = canonicalize(ds)
+    for kind in ("throughput", "latency"):
+        t = tables.kind_table(canon, kind).data
+        col = next(c for c in t.columns if str(c).endswith(" verdict"))
+        for r in t.to_dict("records"):
+            mine = next(x for x in rows if x["workload"] == r["workload"])
+            assert mine["verdict"] == r[col] and mine["kind"] == kind

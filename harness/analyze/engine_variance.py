@@ -300,6 +300,30 @@ def time_to_decide_lines(study: str, instances: list[str] = ()) -> list[str]:
     return lines
 
 
+# --- the tables' verdicts of every series of a study (an A/A measured as several runs) ---------------
+
+def series_verdicts(ds: Dataset) -> list[dict[str, object]]:
+    """Every series of a two-leg study as the tables decide it (harness.analyze.tables.kind_table on the
+    series' canonical cells, each kind's table decided together): one row per (series, model, workload)
+    with the ratio, its interval and the verdict. Nothing is re-decided here."""
+    from harness.analyze import tables
+    from harness.analyze.canonical import canonicalize
+
+    rows: list[dict[str, object]] = []
+    for series in sorted(set(ds.records["series"])):
+        canon = canonicalize(ds, series=series)
+        for kind in dict.fromkeys(canon.expected["kind"]):
+            t = tables.kind_table(canon, kind)
+            lab = next((c[: -len(" verdict")] for c in t.data.columns if str(c).endswith(" verdict")), None)
+            if lab is None:
+                continue
+            for r in t.data.to_dict("records"):
+                rows.append({"series": series, "model": r["model"], "workload": r["workload"], "kind": kind,
+                             "ratio": r[lab], "low": r[f"{lab} low"], "high": r[f"{lab} high"],
+                             "verdict": r[f"{lab} verdict"]})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
@@ -312,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("components", help="per-workload instance sd and its 95%% upper bound of two legs")
     c.add_argument("study")
     c.add_argument("legs", nargs="*", help="old new (default: the study's A/A group, else its two legs)")
+    v = sub.add_parser("verdicts", help="every series' verdicts as the tables give them, and their counts")
+    v.add_argument("study")
     t = sub.add_parser("time-to-decide", help="per cell, the cheapest design that would decide it")
     t.add_argument("study")
     t.add_argument("--instances", nargs="*", default=[], help="A/A studies measuring the legs' instance variance")
@@ -321,6 +347,16 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(time_to_decide_lines(a.study, a.instances)))
             return 0
         ds = load(a.study)
+        if a.cmd == "verdicts":
+            rows = series_verdicts(ds)
+            for series in dict.fromkeys(r["series"] for r in rows):
+                mine = [r for r in rows if r["series"] == series]
+                counts = {w: sum(r["verdict"] == w for r in mine) for w in ("faster", "slower", "equivalent", "undecided")}
+                print(f"{series}: " + ", ".join(f"{w} {n}" for w, n in counts.items()) + f" of {len(mine)}")
+                for r in mine:
+                    print(f"  {r['model']} · {r['workload']}: {r['ratio']:.3f}x [{r['low']:.3f}, {r['high']:.3f}] "
+                          f"{r['verdict']}")
+            return 0
         groups = ds.study.extra.get("aa") or []
         legs = a.legs or (list(groups[0]["legs"][:2]) if groups else list(ds.study.leg_names))
         if len(legs) != 2:
