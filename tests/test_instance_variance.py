@@ -108,3 +108,16 @@ def test_series_verdicts_are_the_tables_own_per_series():
         for r in t.to_dict("records"):
             mine = next(x for x in rows if x["workload"] == r["workload"])
             assert mine["verdict"] == r[col] and mine["kind"] == kind
+
+
+def test_make_mains_deciding_time_takes_the_instance_variance_from_the_aa_studies():
+    # What `make main` runs at its end (DECIDE_ARGS): the shipped A/A studies name cpu-tiny's two legs.
+    inst = [str(ROOT / "results" / "cpu-instance-variance"), str(ROOT / "results" / "cpu-aa")]
+    taus = ev.instance_taus([load(p) for p in inst])
+    assert {leg for leg, _ in taus} >= {"cpu-0.27.1", "cpu-0.32.0"}
+    cells, _ = ev.time_to_decide(load(PAIRED), instances=[load(p) for p in inst])
+    assert len(cells) == 4 and all(c.from_instances for c in cells)
+    lines = ev.time_to_decide_lines(str(PAIRED), inst)
+    assert "results/cpu-instance-variance" in lines[0] and "results/cpu-aa" in lines[0]
+    out = subprocess.run(["make", "-n", "main", "MAIN_STUDY=x"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert "harness.analyze.engine_variance time-to-decide results/x --instances" in out.stdout
