@@ -48,6 +48,10 @@ MAIN_SCENARIO ?= $(STUDY)
 # with four blocks; two blocks would decide nothing). A block costs one engine start (both legs' engines
 # start side by side) and 22 s a round. MAIN_DESIGN= measures serially.
 MAIN_DESIGN ?= --design paired --blocks 4 --pairs 3
+# After the report, per cell and for the table, the engine blocks x pairs (and minutes) that would decide
+# it at this run's ratios and pass noise, with each leg's engine-instance variance from the A/A studies
+# that measured it (engine_variance.time_to_decide_lines).
+DECIDE_ARGS ?= --instances results/cpu-instance-variance results/cpu-aa
 ifndef MAIN_STUDY
 MAIN_STUDY := local-$(shell hostname | tr -c 'A-Za-z0-9.\n-' '_')-$(shell date +%Y%m%d-%H%M)
 endif
@@ -60,6 +64,7 @@ main: setup
 	    [ $$rc -eq 0 ] || [ $$rc -eq 3 ] || exit $$rc; \
 	    $(PY) -m harness report results/$(MAIN_STUDY) && $(PY) -m harness tables results/$(MAIN_STUDY) || exit $$?; \
 	    { set +x; } 2>/dev/null; \
+	    $(PY) -m harness.analyze.engine_variance time-to-decide results/$(MAIN_STUDY) $(DECIDE_ARGS) || exit $$?; \
 	    echo "records: results/$(MAIN_STUDY)/runs   tables: results/$(MAIN_STUDY)/derived   report: results/$(MAIN_STUDY)/report"; \
 	    [ $$rc -eq 0 ] || echo "make main: some runs failed (recorded; see the report's failure section)" >&2; exit $$rc
 

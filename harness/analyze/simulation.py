@@ -276,7 +276,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--study", help="take sigma (pair sd / sqrt 2) and the bound (the engine sd's 95%% upper bound) "
                                    "from this paired study's records, old leg then new: --study DIR OLD NEW",
                    nargs=3, metavar=("DIR", "OLD", "NEW"))
+    p.add_argument("--aa", nargs=2, metavar=("OLD_AA", "NEW_AA"),
+                   help="instead: a table of the legs' cells at the variance components the two A/A studies "
+                        "measured (the old leg's stack, the new leg's): A/A false-call rate and power per design")
+    p.add_argument("--design", action="append", type=_design, default=None,
+                   help="with --aa: BLOCKSxPAIRS[@ENGINE_SD], repeatable (default: make main's 4x3)")
     a = p.parse_args(argv)
+    if a.aa:
+        from harness.core.errors import UserError
+
+        try:
+            cells = measured_components(*a.aa)
+        except (UserError, ValueError) as e:
+            p.exit(2, f"error: {e}\n")
+        if not cells:
+            p.exit(2, f"error: {a.aa[0]}, {a.aa[1]}: no (model, workload) cell with two blocks in both\n")
+        fams = kind_families(cells)
+        print(f"## A table of {len(cells)} cells at the components of {a.aa[0]} (old) and {a.aa[1]} (new); "
+              f"families (BH) by kind: {len(fams)}; seed {a.seed}, {a.reps} tables per row\n")
+        print(aa_report(cells, a.design or [(4, 3, None)], reps=a.reps, seed=a.seed, families=fams))
+        return
     if a.study:
         from harness.analyze.dataset import load
         from harness.analyze.engine_variance import engine_variance, engine_variance_md
@@ -313,6 +332,178 @@ def main(argv: Sequence[str] | None = None) -> None:
                               tau=0.005, engine_sd=0.01, reps=200, seed=a.seed, controlled=ctl)
                 fd.append({"cells": cells, "null share": ns, "rule": "BH" if ctl else "per cell", **r})
     print(_md(fd))
+
+
+
+# --- a whole table at measured variance components: the A/A false-call rate and power --------------
+
+def nested_p(d: np.ndarray, *, margin: float | None = None, engine_sd: float | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The nested rule's difference p, equivalence p (doubled TOST, 1 without a margin) and the sign of
+    the mean log ratio for each row of a (reps, blocks, pairs) array: what `decide_table` reads of a
+    cell's Test (significance.nested_paired; NESTED_SIZE is 1, so no rescaling). Balanced blocks only."""
+    from scipy import stats as sps
+
+    reps, b, k = d.shape
+    n = b * k
+    means = d.mean(axis=2)
+    grand = means.mean(axis=1)
+    se = means.std(axis=1, ddof=1) / math.sqrt(b)
+    df = np.full(reps, float(b - 1))
+    if engine_sd is not None and n - b > 0:
+        ssw = ((d - means[..., None]) ** 2).sum(axis=(1, 2))
+        ssb = k * ((means - grand[:, None]) ** 2).sum(axis=1)
+        msw, msb = ssw / (n - b), ssb / (b - 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pooled = sps.f.sf(msb / (msw + k * 2 * engine_sd ** 2), b - 1, n - b) >= POOL_LEVEL
+        se = np.where(pooled, np.sqrt(msw / n + 2 * engine_sd ** 2 / b), se)
+        df = np.where(pooled, float(n - b), df)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = 2 * sps.t.sf(np.abs(grand / se), df)
+        if margin is None:
+            p_eq = np.ones(reps)
+        else:
+            lim = math.log1p(margin)
+            p_eq = np.minimum(1.0, 2 * np.maximum(sps.t.sf((grand + lim) / se, df), sps.t.cdf((grand - lim) / se, df)))
+    return p, p_eq, np.sign(grand)
+
+
+def bh_codes(p: np.ndarray, p_eq: np.ndarray, sign: np.ndarray, *, alpha: float = ALPHA) -> np.ndarray:
+    """`decide_table` over the cells of each row of (reps, cells) arrays, vectorised: codes 1 faster,
+    -1 slower, 2 equivalent, 0 undecided. Each cell enters with the smaller of its two p-values."""
+    use_diff = p <= p_eq
+    q = np.where(use_diff, p, p_eq)
+    reps, m = q.shape
+    order = np.argsort(q, axis=1, kind="stable")
+    qs = np.take_along_axis(q, order, axis=1)
+    ok = qs <= (np.arange(1, m + 1) / m * alpha)[None, :]
+    k = np.where(ok.any(axis=1), m - np.argmax(ok[:, ::-1], axis=1), 0)   # the largest j with q_(j) <= j/m alpha
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(m)[None, :].repeat(reps, axis=0), axis=1)
+    rejected = rank < k[:, None]
+    return np.where(rejected, np.where(use_diff, sign, 2), 0).astype(int)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Component:
+    """One cell's measured variance components: the pass pairs' log sd within a block, and each leg's
+    engine-instance sd (tau), both on the log scale."""
+    name: str
+    pair_sd: float
+    tau_old: float
+    tau_new: float
+    kind: str = ""      # the workload kind: the tables decide each kind's cells as one family
+
+
+def table_codes(cells: Sequence[Component], blocks: int, pairs: int, *, effect: float = 0.0,
+                margin: float | None = 0.05, engine_sd: float | None = None, reps: int = 20000,
+                seed: int = 0, families: Sequence[Sequence[int]] | None = None) -> np.ndarray:
+    """(reps, cells) verdict codes of simulated tables measured with `blocks` x `pairs`: each cell's pair
+    ratios d = effect + (u_new - u_old) + e, u ~ N(0, tau) per leg and block, e ~ N(0, pair_sd) per pair
+    (the components as measured, host drift within a pair included in pair_sd), decided by the nested
+    rule and Benjamini–Hochberg over each family of cells (`families`: lists of cell indices, default one
+    family of all; the tables today decide each kind's table, throughput and latency, apart)."""
+    rng = np.random.default_rng(seed)
+    ps, peqs, signs = [], [], []
+    for c in cells:
+        u = (rng.normal(0.0, c.tau_new, (reps, blocks, 1)) - rng.normal(0.0, c.tau_old, (reps, blocks, 1)))
+        d = math.log1p(effect) + u + rng.normal(0.0, c.pair_sd, (reps, blocks, pairs))
+        p, p_eq, s = nested_p(d, margin=margin, engine_sd=engine_sd)
+        ps.append(p), peqs.append(p_eq), signs.append(s)
+    p, p_eq, sign = np.stack(ps, axis=1), np.stack(peqs, axis=1), np.stack(signs, axis=1)
+    out = np.zeros(p.shape, dtype=int)
+    for fam in families or [list(range(len(cells)))]:
+        out[:, fam] = bh_codes(p[:, fam], p_eq[:, fam], sign[:, fam])
+    return out
+
+
+def table_rates(cells: Sequence[Component], blocks: int, pairs: int, *, effect: float = 0.0,
+                margin: float | None = 0.05, engine_sd: float | None = None, reps: int = 20000,
+                seed: int = 0, families: Sequence[Sequence[int]] | None = None) -> dict[str, float]:
+    """At `effect` 0 (an A/A): `false_call` the share of studies with any cell called faster or slower,
+    `false_call_family` the same per family (each family a table of its own; their mean), and the mean
+    counts of equivalent and undecided cells per study. At an effect: `power` the share of cells called
+    faster (the true direction), and the share of studies with at least 3 cells decided."""
+    code = table_codes(cells, blocks, pairs, effect=effect, margin=margin, engine_sd=engine_sd, reps=reps,
+                       seed=seed, families=families)
+    decided = (code != 0).sum(axis=1)
+    wrong = np.abs(code) == 1
+    fams = families or [list(range(len(cells)))]
+    return {"false_call": float(np.mean(wrong.any(axis=1))) if effect == 0 else float("nan"),
+            "false_call_family": (float(np.mean([np.mean(wrong[:, f].any(axis=1)) for f in fams]))
+                                  if effect == 0 else float("nan")),
+            "equivalent": float(np.mean((code == 2).sum(axis=1))),
+            "undecided": float(np.mean((code == 0).sum(axis=1))),
+            "power": float(np.mean(code == 1)) if effect > 0 else float("nan"),
+            "wrong_way": float(np.mean(code == -1)) if effect > 0 else float("nan"),
+            "three_decided": float(np.mean(decided >= 3))}
+
+
+def measured_components(old_study: str, new_study: str | None = None) -> list[Component]:
+    """Per (model, workload): pair sd and each leg's tau from A/A studies (study.yaml `aa`): `old_study`
+    measures the old leg's stack, `new_study` the new leg's (the same study when None). The pair sd is
+    the larger of the two studies' (the noisier pass pairs)."""
+    from harness.analyze.dataset import load
+    from harness.analyze.engine_variance import by_workload
+
+    kinds: dict[tuple[str, str], str] = {}
+
+    def per_cell(path: str) -> dict[tuple[str, str], tuple[float, float]]:
+        ds = load(path)
+        kinds.update({(r["model"], r["workload"]): str(r["kind"]) for r in ds.records.to_dict("records")})
+        groups = ds.study.extra.get("aa") or []
+        if not groups:
+            raise ValueError(f"{path}: not an A/A study (study.yaml has no `aa`)")
+        legs = list(groups[0]["legs"])
+        return {cell: (ev.pair_sd, ev.engine_sd) for cell, ev in by_workload(ds, legs[0], legs[1]).items()
+                if ev.pair_sd is not None and ev.engine_sd is not None}
+    a = per_cell(old_study)
+    b = per_cell(new_study) if new_study else a
+    return [Component(name=f"{m} · {w}", pair_sd=max(a[(m, w)][0], b[(m, w)][0]), tau_old=a[(m, w)][1],
+                      tau_new=b[(m, w)][1], kind=kinds.get((m, w), "")) for (m, w) in sorted(set(a) & set(b))]
+
+
+def kind_families(cells: Sequence[Component]) -> list[list[int]]:
+    """The cells' indices grouped by workload kind: the families the tables decide together today."""
+    fams: dict[str, list[int]] = {}
+    for i, c in enumerate(cells):
+        fams.setdefault(c.kind, []).append(i)
+    return list(fams.values())
+
+
+def _design(text: str) -> tuple[int, int, float | None]:
+    """BLOCKSxPAIRS or BLOCKSxPAIRS@ENGINE_SD, e.g. 4x3 (make main's, block means) or 4x6@0.012."""
+    import re
+
+    m = re.fullmatch(r"(\d+)x(\d+)(?:@([0-9.]+))?", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected BLOCKSxPAIRS or BLOCKSxPAIRS@ENGINE_SD")
+    return int(m.group(1)), int(m.group(2)), float(m.group(3)) if m.group(3) else None
+
+
+def aa_report(cells: Sequence[Component], designs: Sequence[tuple[int, int, float | None]], *,
+              effects: Sequence[float] = (0.03, 0.05, 0.08), margin: float = 0.05, reps: int = 20000,
+              seed: int = 0, families: Sequence[Sequence[int]] | None = None) -> str:
+    """The markdown the cpu-aa README shows: per design (blocks, pairs, engine_sd or None), the A/A
+    false-call rate per table (family) and per study, equivalent and undecided cells per study, and the
+    power at `effects`."""
+    rows = []
+    for i, (b, k, bound) in enumerate(designs):
+        aa = table_rates(cells, b, k, margin=margin, engine_sd=bound, reps=reps, seed=seed + 97 * i, families=families)
+        row: dict[str, object] = {"blocks": b, "pairs": k, "engine_sd": "-" if bound is None else f"{bound:.4f}",
+                                  "A/A false call (table)": aa["false_call_family"],
+                                  "A/A false call (study)": aa["false_call"],
+                                  f"A/A equivalent (of {len(cells)})": aa["equivalent"],
+                                  f"A/A undecided (of {len(cells)})": aa["undecided"]}
+        for j, e in enumerate(effects):
+            r = table_rates(cells, b, k, effect=e, margin=margin, engine_sd=bound, reps=reps,
+                            seed=seed + 97 * i + j + 1, families=families)
+            row[f"power {e:.0%}"] = r["power"]
+            row[f">=3 decided at {e:.0%}"] = r["three_decided"]
+        rows.append(row)
+    comp = "\n".join(f"- {c.name}: pair sd {c.pair_sd:.4f}, tau old {c.tau_old:.4f}, tau new {c.tau_new:.4f}"
+                     for c in cells)
+    return comp + "\n\n" + _md(rows)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from harness import __version__, workloads
 from harness.core import flags, paths
 from harness.core.errors import LegEnvError, UserError
 from harness.core.yamlio import read_yaml
-from harness.measure import dryrun, guard, leg as legmod, paired, prime, supersede
+from harness.measure import aa, dryrun, guard, leg as legmod, paired, prime, supersede
 from harness.schema import record, sweep_index
 from harness.schema import study as study_file
 from harness.measure.leg import LegEnv, LegSpec
@@ -407,7 +407,7 @@ def reusable(p: PlannedRun, retry_failed: bool) -> RunRecord | None:
 
 
 def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str], *, looks: int = 1,
-                     specs: Mapping[str, LegSpec] | None = None) -> None:
+                     specs: Mapping[str, LegSpec] | None = None, aa_groups: list | None = None) -> None:
     path = study_dir / "study.yaml"
     meta = (read_yaml(path) or {}) if path.exists() else {}  # bounded like every YAML input
     # A sweep until decided tests every look at alpha / looks: the tables must test at that level too.
@@ -425,6 +425,8 @@ def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str], *, looks: i
     for key in ("margin", "engine_sd", "engine_sd_source"):
         if getattr(sc, key) is not None:
             meta.setdefault(key, getattr(sc, key))
+    if aa_groups and (merged := aa.merge_aa(str(path), meta.get("aa"), aa_groups)) != meta.get("aa"):
+        meta["aa"], meta["schema_version"] = merged, study_file.SCHEMA_VERSION   # v1 → v2: `aa` is new in 2
     order = meta.setdefault("legs", [])
     for ln in legs:
         if ln not in [x["name"] for x in order]:
@@ -463,6 +465,8 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
         design = design or paired_design(args, sc, list(planned_legs(planned)), specs=planned_legs(planned))
         if design is not None:
             _print_paired_plan(planned, design, block_key)
+        for line in aa.say_aa(aa.planned_groups(planned)):
+            console.print(line, highlight=False)
         if over:
             console.print(f"{len(over)} run(s) marked 'over' measure where a record is; "
                           f"{sum(r.needs_consent for r in over)} of them finished (--supersede to replace)")
@@ -495,8 +499,11 @@ def execute_plan(args: SweepArgs, sc: Scenario, study_dir: Path, planned: list[P
             for p in planned:
                 if p.spec.leg_env.root == env.root:
                     p.dirty = found
+        groups = aa.planned_groups(planned)
+        for line in aa.say_aa(groups):
+            console.print(line, highlight=False)
         write_study_meta(study_dir, sc, list(planned_legs(planned)), looks=design.looks if design is not None else 1,
-                         specs=planned_legs(planned))
+                         specs=planned_legs(planned), aa_groups=groups)
         index_path = paths.inside(study_dir, "sweeps", f"{invocation_id}.json")
         index = sweep_index.SweepIndex(
             schema_version=sweep_index.SCHEMA_VERSION, invocation_id=invocation_id, harness_version=__version__,

@@ -10,6 +10,11 @@ Format history (schema_version):
       design's rule), each with its source in `margin_source` / `engine_sd_source`; `price`
       ({per_hour, unit, source}: the serving cost's price and where it comes from; kept as an extra key
       and checked by harness.analyze.serve.price_of, `source` optional).
+  2 - `aa`: the groups of legs the sweep resolved to one and the same stack (an A/A: identical locks,
+      additions and settings under different leg names; harness.measure.aa), each {legs, lock_sha256,
+      stack_sha256}. A difference between two legs of one group is a false call by construction.
+      Version 0 and 1 files read as recording no group (`aa` None): nothing else changed, so the
+      migration is the version number alone.
 """
 
 from __future__ import annotations
@@ -18,13 +23,21 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class LegEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     label: str | None = None
+
+
+class AAGroup(BaseModel):
+    """Legs one sweep resolved to one stack (harness.measure.aa.aa_groups)."""
+    model_config = ConfigDict(extra="forbid")
+    legs: list[str] = Field(min_length=2)
+    lock_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    stack_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
 class StudyFile(BaseModel):
@@ -53,6 +66,8 @@ class StudyFile(BaseModel):
     # The paired design's engine-instance bound (significance.nested_paired), and where it was measured.
     engine_sd: float | None = Field(None, ge=0, lt=1)
     engine_sd_source: str | None = None
+    # Version 2: legs that are one stack under different names (an A/A), as the sweep resolved them.
+    aa: list[AAGroup] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -63,6 +78,8 @@ class StudyFile(BaseModel):
             v = raw["schema_version"]
             if not isinstance(v, int) or isinstance(v, bool) or v > SCHEMA_VERSION:
                 raise ValueError(f"schema_version: {v!r} is not one this harness reads (newest: {SCHEMA_VERSION})")
+            if v < 2:
+                raw = _migrate_to_2(raw)
         return raw
 
     @field_validator("legs", mode="before")
@@ -83,6 +100,16 @@ class StudyFile(BaseModel):
     @classmethod
     def _text(cls, v: Any) -> Any:
         return "" if v is None else str(v) if isinstance(v, (int, float)) else v
+
+
+def _migrate_to_2(raw: dict[str, Any]) -> dict[str, Any]:
+    """Version 0/1 → 2: the same keys; such a file records no A/A group (its `aa`, absent, reads None)."""
+    return raw | {"schema_version": 2}
+
+
+def aa_legs(study: StudyFile, a: str, b: str) -> AAGroup | None:
+    """The A/A group holding both legs `a` and `b`, or None: a comparison between them is an A/A."""
+    return next((g for g in study.aa or [] if a in g.legs and b in g.legs), None)
 
 
 def parse(raw: dict[str, Any]) -> StudyFile:

@@ -1,0 +1,123 @@
+"""Engine-instance variance per workload, what would decide a cell, and the table simulation at measured
+components (harness.analyze.engine_variance, harness.analyze.simulation)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.analyze import engine_variance as ev
+from harness.analyze import simulation as sim
+from harness.analyze.dataset import load
+from harness.analyze.significance import decide_table, decided_how, fpr_limit, nested_paired
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIRED = ROOT / "results" / "cpu-tiny-paired"
+
+
+@pytest.mark.parametrize("engine_sd", [None, 0.01, 0.03])
+def test_the_vectorised_table_rule_is_the_tables_rule(engine_sd):
+    rng = np.random.default_rng(5)
+    reps, cells, b, k = 300, 4, 4, 3
+    d = rng.normal(0.0, 0.04, (reps, cells, b, k)) + rng.normal(0.0, 0.02, (reps, cells, b, 1)) \
+        + rng.choice([0.0, 0.03, -0.06], (reps, cells, 1, 1))
+    parts = [sim.nested_p(d[:, c], margin=0.05, engine_sd=engine_sd) for c in range(cells)]
+    codes = sim.bh_codes(*(np.stack([p[i] for p in parts], axis=1) for i in range(3)))
+    word = {"faster": 1, "slower": -1, "equivalent": 2, "undecided": 0}
+    for r in range(reps):
+        tests = [nested_paired(list(d[r, c]), margin=0.05, engine_sd=engine_sd).test for c in range(cells)]
+        assert [word[v] for v in decide_table(tests)] == list(codes[r]), r
+    assert (codes != 0).any() and (codes == 0).any()
+
+
+def test_an_aa_table_is_called_different_at_most_at_alpha_and_power_grows_with_the_effect():
+    cells = [sim.Component(name=f"c{i}", pair_sd=sd, tau_old=t, tau_new=t)
+             for i, (sd, t) in enumerate([(0.04, 0.0), (0.05, 0.01), (0.06, 0.02), (0.05, 0.005)])]
+    reps = 20000
+    aa = sim.table_rates(cells, 4, 3, reps=reps, seed=3)
+    assert aa["false_call"] <= fpr_limit(reps)
+    assert 3.0 < aa["equivalent"] + aa["undecided"] <= 4 - aa["false_call"] + 1e-9   # a false call takes a cell
+    p = [sim.table_rates(cells, 4, 3, effect=e, reps=4000, seed=4)["power"] for e in (0.03, 0.05, 0.08)]
+    assert p[0] < p[1] < p[2]
+
+
+def test_decides_is_the_serial_rules_sizing_on_block_means_and_a_bound_helps_only_when_small():
+    m, pv, bv = math.log(1.05), 0.05 ** 2, 2 * 0.01 ** 2
+    for b in (3, 5, 8):
+        assert ev.decides(m, pv, bv, b, 3, margin=0.05) == decided_how(m, math.sqrt(bv + pv / 3), 0.05, b)
+    cost = ev.BlockCost(setup_s=120.0, round_s=25.0, blocks=4)
+    plain = ev.cheapest_design([(m, pv, bv)], cost, margin=0.05)
+    tight = ev.cheapest_design([(m, pv, bv)], cost, margin=0.05, engine_sd=0.005)
+    loose = ev.cheapest_design([(m, pv, bv)], cost, margin=0.05, engine_sd=0.05)
+    assert tight.seconds < plain.seconds < loose.seconds
+    assert ev.cheapest_design([(math.log(1.09), pv, bv)], cost, margin=0.05).seconds < plain.seconds
+    assert plain.seconds == cost.seconds(plain.blocks, plain.pairs)
+    # Needing fewer cells of a table is never dearer.
+    cells = [(math.log(1.09), pv, bv), (math.log(1.05), pv, bv), (math.log(1.02), pv, bv)]
+    assert (ev.cheapest_design(cells, cost, margin=0.05, need=1).seconds
+            <= ev.cheapest_design(cells, cost, margin=0.05, need=2).seconds
+            <= ev.cheapest_design(cells, cost, margin=0.05, need=3).seconds)
+
+
+def test_time_to_decide_lines_for_a_shipped_paired_study():
+    # Real records (cpu-tiny-paired, 4 blocks x 5 pairs); no A/A study names its legs, so the cells' own
+    # blocks give the instance variance, and the line says so.
+    ds = load(PAIRED)
+    cost = ev.block_cost(ds)
+    assert cost is not None and cost.blocks == 4 and cost.setup_s > cost.round_s > 0
+    lines = ev.time_to_decide_lines(str(PAIRED), [str(PAIRED)])
+    assert "this run's own blocks" in lines[0]
+    assert sum(" · " in ln and "x)" in ln for ln in lines) == 4
+    assert lines[-2].startswith("  3 of 4 cells in one sweep:") and lines[-1].startswith("  4 of 4 cells")
+    cells, _ = ev.time_to_decide(ds)
+    assert all(c.plan is None or c.plan.blocks >= 2 for c in cells)
+
+
+def test_pair_logs_keep_each_series_blocks_apart():
+    logs = ev.pair_logs(load(PAIRED), "cpu-0.27.1", "cpu-0.32.0")
+    keys = {k for blocks in logs.values() for k in blocks}
+    assert keys == {("cpu-tiny", b) for b in (1, 2, 3, 4)}
+    per = ev.by_workload(load(PAIRED), "cpu-0.27.1", "cpu-0.32.0")
+    assert len(per) == 4 and all(v.blocks == 4 and v.engine_sd_upper >= v.engine_sd for v in per.values())
+
+
+def test_bad_study_is_one_line_and_exit_2(tmp_path):
+    for args in (["time-to-decide", str(tmp_path / "none")], ["components", str(tmp_path / "none")]):
+        out = subprocess.run([sys.executable, "-m", "harness.analyze.engine_variance", *args], capture_output=True,
+                             text=True, cwd=ROOT, timeout=120)
+        assert out.returncode == 2 and "Traceback" not in out.stderr
+        assert out.stderr.strip().count("\n") == 0 and "none" in out.stderr
+
+
+def test_series_verdicts_are_the_tables_own_per_series():
+    from harness.analyze import tables
+    from harness.analyze.canonical import canonicalize
+
+    ds = load(PAIRED)
+    rows = ev.series_verdicts(ds)
+    assert {r["series"] for r in rows} == {"cpu-tiny"} and len(rows) == 4
+    canon = canonicalize(ds)
+    for kind in ("throughput", "latency"):
+        t = tables.kind_table(canon, kind).data
+        col = next(c for c in t.columns if str(c).endswith(" verdict"))
+        for r in t.to_dict("records"):
+            mine = next(x for x in rows if x["workload"] == r["workload"])
+            assert mine["verdict"] == r[col] and mine["kind"] == kind
+
+
+def test_make_mains_deciding_time_takes_the_instance_variance_from_the_aa_studies():
+    # What `make main` runs at its end (DECIDE_ARGS): the shipped A/A studies name cpu-tiny's two legs.
+    inst = [str(ROOT / "results" / "cpu-instance-variance"), str(ROOT / "results" / "cpu-aa")]
+    taus = ev.instance_taus([load(p) for p in inst])
+    assert {leg for leg, _ in taus} >= {"cpu-0.27.1", "cpu-0.32.0"}
+    cells, _ = ev.time_to_decide(load(PAIRED), instances=[load(p) for p in inst])
+    assert len(cells) == 4 and all(c.from_instances for c in cells)
+    lines = ev.time_to_decide_lines(str(PAIRED), inst)
+    assert "results/cpu-instance-variance" in lines[0] and "results/cpu-aa" in lines[0]
+    out = subprocess.run(["make", "-n", "main", "MAIN_STUDY=x"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert "harness.analyze.engine_variance time-to-decide results/x --instances" in out.stdout
