@@ -38,6 +38,7 @@ READS: dict[tuple[str, str], str] = {
     ("workloads/mm.py", "load_video"): "a workload's source video frames",
     ("workloads/mm.py", "read_wav"): "a workload's source audio",
     ("workloads/mm.py", "_json"): "a model's config.json / tokenizer files",
+    ("analyze/resolution.py", "main"): "opens --out to write the table it printed; the study comes from the Dataset",
     ("workloads/mm.py", "model_info"): "a model's chat template",
     ("workloads/sources.py", "_head"): "a workload source file's magic bytes",
     ("workloads/sources.py", "_audio_problem"): "a workload's source audio",

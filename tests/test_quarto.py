@@ -208,7 +208,7 @@ def test_quarto_page_in_a_browser(quarto_render, tmp_path):
         wide = check_page(b, out / "index.html", width=1400, screenshot=tmp_path / "h200-quarto-1400.png")
         narrow = check_page(b, out / "index.html", width=400, screenshot=tmp_path / "h200-quarto-400.png")
     print(f"screenshots: {tmp_path}")
-    assert len(wide.images) == 3 and all(i["loaded"] for i in wide.images)   # coverage, dispersion, drift
+    assert len(wide.images) == 4 and all(i["loaded"] for i in wide.images)   # answer, coverage, dispersion, drift
     assert wide.console_errors == [] and narrow.console_errors == []
     assert wide.n_too_wide == 0, wide.too_wide
     assert narrow.last_column is not None and narrow.last_column["visible"], narrow.last_column
