@@ -52,3 +52,16 @@ def test_measured_aa_matches_its_table() -> None:
         assert r.low < 1.0 < r.high          # an A/A: no cell faster or slower
     # the throughput table prints the mixed cell as 1.00x [1.00, 1.01]
     assert round(rows["mixed"].low, 2) == 1.00 and round(rows["mixed"].high, 2) == 1.01
+
+
+@pytest.mark.skipif(not (ROOT / "results/h200-aa/runs").is_dir(), reason="the measured study is not here")
+def test_out_never_overwrites_a_file_it_did_not_create(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mine = tmp_path / "notes.md"
+    mine.write_text("the user's own words\n", encoding="utf-8")
+    assert main([str(ROOT / "results/h200-aa"), "h200-0.26.0", "h200-0.26.0-aa", "--out", str(mine)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "\n" not in err and "exists" in err
+    assert mine.read_text(encoding="utf-8") == "the user's own words\n"
+    new = tmp_path / "table.md"
+    assert main([str(ROOT / "results/h200-aa"), "h200-0.26.0", "h200-0.26.0-aa", "--out", str(new)]) == 0
+    assert "Detectable in 10 min" in new.read_text(encoding="utf-8")

@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("study", help="the study folder (results/NAME)")
     p.add_argument("old")
     p.add_argument("new")
-    p.add_argument("--out", help="also write the table to this file")
+    p.add_argument("--out", help="also write the table to this new file (an existing file is never overwritten)")
     a = p.parse_args(argv)
     from harness.analyze.dataset import load
     from harness.core.errors import UserError
@@ -129,8 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     md = resolution_md(rows, a.old, a.new)
     print(md)
     if a.out:
-        with open(a.out, "w") as f:
-            f.write(md)
+        # "x": the file must be new; a file the user already has (or an earlier table) is not overwritten.
+        try:
+            with open(a.out, "x", encoding="utf-8") as f:
+                f.write(md)
+        except FileExistsError:
+            print(f"error: {a.out}: exists; --out writes a new file only (name another, or move it away)",
+                  file=sys.stderr)
+            return 2
     return 0
 
 
