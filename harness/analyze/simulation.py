@@ -466,14 +466,6 @@ def measured_components(old_study: str, new_study: str | None = None) -> list[Co
                       tau_new=b[(m, w)][1], kind=kinds.get((m, w), "")) for (m, w) in sorted(set(a) & set(b))]
 
 
-def kind_families(cells: Sequence[Component]) -> list[list[int]]:
-    """The cells' indices grouped by workload kind: the families the tables decide together today."""
-    fams: dict[str, list[int]] = {}
-    for i, c in enumerate(cells):
-        fams.setdefault(c.kind, []).append(i)
-    return list(fams.values())
-
-
 def _design(text: str) -> tuple[int, int, float | None]:
     """BLOCKSxPAIRS or BLOCKSxPAIRS@ENGINE_SD, e.g. 4x3 (make main's, block means) or 4x6@0.012."""
     import re

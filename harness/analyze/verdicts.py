@@ -20,7 +20,6 @@ So a cell has one verdict wherever it is shown, and each view can say which rule
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -370,10 +369,6 @@ def lines(sv: StudyVerdicts) -> list[str]:
         if cs and cs[0].family_size:
             out.append(f"  family: {cs[0].family_text}")
     return out
-
-
-def finite(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
 
 
 # The export's verdicts table: one row per step cell, each column one field of the object.

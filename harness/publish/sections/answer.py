@@ -104,11 +104,12 @@ def answer(st: Study) -> Answer:
     canon = st.canon
     att = attributions_by_model(canon.dataset, series=canon.series)
     answers = {k: v.verdict for k, v in equivalence_by_step(canon.dataset).items()}
+    have = {(c["leg"], c["model"], c["workload"]) for c in canon.cells.to_dict("records")}
     out: list[Cell] = []
     for v in study_verdicts(canon).cells:
         if v.verdict == "missing":
             gone = [(lg, lb) for lg, lb, c in ((v.old, v.old_label, v.old), (v.new, v.new_label, v.new))
-                    if (lg, v.model, v.workload) not in _have(canon)]
+                    if (lg, v.model, v.workload) not in have]
             note = "; ".join(_cause(st, att, lg, lb, v.model) for lg, lb in gone)
             out.append(Cell(v=v, note=note, workload=v.workload))
             continue
@@ -122,10 +123,6 @@ def answer(st: Study) -> Answer:
              or (c.cls == "single pass" and c.ratio is not None and band_side(c.ratio, st.params.band) != "within")]
     shown = _merge_missing(out if len(out) <= SHOW_ALL else moved)
     return Answer(summary=_summary(st, out, shown), cells=out, shown=shown)
-
-
-def _have(canon) -> set[tuple[str, str, str]]:
-    return {(c["leg"], c["model"], c["workload"]) for c in canon.cells.to_dict("records")}
 
 
 def _merge_missing(cells: list[Cell]) -> list[Cell]:
