@@ -371,11 +371,8 @@ def nested_p(d: np.ndarray, *, margin: float | None = None, engine_sd: float | N
     return p, p_eq, np.sign(grand)
 
 
-def bh_codes(p: np.ndarray, p_eq: np.ndarray, sign: np.ndarray, *, alpha: float = ALPHA) -> np.ndarray:
-    """`decide_table` over the cells of each row of (reps, cells) arrays, vectorised: codes 1 faster,
-    -1 slower, 2 equivalent, 0 undecided. Each cell enters with the smaller of its two p-values."""
-    use_diff = p <= p_eq
-    q = np.where(use_diff, p, p_eq)
+def _bh_rejected(q: np.ndarray, *, alpha: float) -> np.ndarray:
+    """Benjamini–Hochberg's rejections over the columns of each row of a (reps, m) array of p-values."""
     reps, m = q.shape
     order = np.argsort(q, axis=1, kind="stable")
     qs = np.take_along_axis(q, order, axis=1)
@@ -383,8 +380,16 @@ def bh_codes(p: np.ndarray, p_eq: np.ndarray, sign: np.ndarray, *, alpha: float 
     k = np.where(ok.any(axis=1), m - np.argmax(ok[:, ::-1], axis=1), 0)   # the largest j with q_(j) <= j/m alpha
     rank = np.empty_like(order)
     np.put_along_axis(rank, order, np.arange(m)[None, :].repeat(reps, axis=0), axis=1)
-    rejected = rank < k[:, None]
-    return np.where(rejected, np.where(use_diff, sign, 2), 0).astype(int)
+    return rank < k[:, None]
+
+
+def bh_codes(p: np.ndarray, p_eq: np.ndarray, sign: np.ndarray, *, alpha: float = ALPHA) -> np.ndarray:
+    """`decide_table` over the cells of each row of (reps, cells) arrays, vectorised: codes 1 faster,
+    -1 slower, 2 equivalent, 0 undecided. Benjamini–Hochberg over the difference p's, and apart over
+    the equivalence p's; a cell rejected in the first is faster or slower."""
+    diff = _bh_rejected(p, alpha=alpha)
+    equiv = _bh_rejected(p_eq, alpha=alpha)
+    return np.where(diff, sign, np.where(equiv, 2, 0)).astype(int)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -197,7 +197,8 @@ class CellVerdict:
     @property
     def family_text(self) -> str:
         where = "the study's steps" if self.family == STEPS else "the study's other leg pairs"
-        return f"{TABLE_RULE} at α = {self.alpha:.4g} over {self.family_size} tested cells of {where}"
+        return (f"{TABLE_RULE} at α = {self.alpha:.4g} over {self.family_size} tested cells of {where} "
+                "(difference and equivalence tests apart)")
 
     @property
     def text(self) -> str:
