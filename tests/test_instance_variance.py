@@ -99,6 +99,15 @@ def test_time_to_decide_lines_for_a_shipped_paired_study():
     assert "this run's own blocks" in lines[0]
     assert sum(" · " in ln and "x)" in ln for ln in lines) == 4
     assert lines[-2].startswith("  3 of 4 cells in one sweep:") and lines[-1].startswith("  4 of 4 cells")
+    # A cell the study's verdict object decided says so, with that verdict, and the count agrees.
+    from harness.analyze.canonical import canonicalize
+    from harness.analyze.verdicts import study_verdicts
+    decided = [c for c in study_verdicts(canonicalize(ds)).cells if c.verdict in ("faster", "slower", "equivalent")]
+    assert decided, "cpu-tiny-paired decides some cell"
+    for c in decided:
+        assert any(ln.startswith(f"  {c.model} · {c.workload} (") and f"decided in this run ({c.text})" in ln
+                   for ln in lines)
+    assert f"  decided in this run: {len(decided)} of 4 cells" in lines
     cells, _ = ev.time_to_decide(ds)
     assert all(c.plan is None or c.plan.blocks >= 2 for c in cells)
 

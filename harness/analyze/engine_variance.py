@@ -291,13 +291,27 @@ def time_to_decide_lines(study: str, instances: list[str] = ()) -> list[str]:
     def say(p: Plan | None) -> str:
         return ("no design up to 60 blocks x 12 pairs" if p is None else
                 f"{p.blocks} blocks x {p.pairs} pairs, about {p.seconds / 60:.0f} min")
+    # A cell this run already decided says so (the study's one verdict), not a design it no longer needs.
+    decided = _decided_cells(ds)
     for c in cells:
-        lines.append(f"  {c.model} · {c.workload} ({c.ratio:.2f}x): {say(c.plan)}")
+        v = decided.get((c.model, c.workload))
+        lines.append(f"  {c.model} · {c.workload} ({c.ratio:.2f}x): "
+                     + (f"decided in this run ({v}); to decide it again: {say(c.plan)}" if v else say(c.plan)))
+    lines.append(f"  decided in this run: {sum(1 for c in cells if (c.model, c.workload) in decided)} of {len(cells)} cells")
     params = [(math.log(c.ratio), c.pair_var, c.block_var) for c in cells]
     for need in sorted({min(3, len(cells)), len(cells)}):
         p = cheapest_design(params, cost, margin=margin, engine_sd=extra.get("engine_sd"), need=need)
         lines.append(f"  {need} of {len(cells)} cells in one sweep: {say(p)}")
     return lines
+
+
+def _decided_cells(ds: Dataset) -> dict[tuple[str, str], str]:
+    """{(model, workload): verdict text} of the study's cells its one verdict object decided."""
+    from harness.analyze.canonical import canonicalize
+    from harness.analyze.verdicts import study_verdicts
+
+    return {(c.model, c.workload): c.text for c in study_verdicts(canonicalize(ds)).cells
+            if c.verdict in ("faster", "slower", "equivalent")}
 
 
 # --- the tables' verdicts of every series of a study (an A/A measured as several runs) ---------------
