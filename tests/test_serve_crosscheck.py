@@ -237,6 +237,19 @@ def test_scenario_without_a_serve_workload_is_one_line(tmp_path, fakes):
     assert cli.main(["check", "serve", str(path), "--results", str(tmp_path / "r"), "--repeats", "0"]) == 2
 
 
+def test_a_crosscheck_refused_by_a_busy_node_writes_nothing(tmp_path, fakes):
+    # Another sweep measures (it holds the node lock): the crosscheck is refused in one line and leaves no
+    # study.yaml behind, so the folder is not made a study by a command that measured nothing.
+    from harness.core.errors import NodeBusyError
+    from harness.measure import guard
+
+    scenario, calls, _ = fakes
+    with guard.node_lock():
+        with pytest.raises(NodeBusyError):
+            sxc.serve_crosscheck(SweepArgs(scenario=str(scenario), results=tmp_path / "r", repeats=1))
+    assert not list((tmp_path / "r").rglob("study.yaml")) and not calls.exists()
+
+
 def test_vllm_metrics_reads_vllms_result_keys():
     m = sxc.vllm_metrics({"num_prompts": 32, "completed": 31, "failed": 1, "duration": 2.0, "output_throughput": 992.0,
                           "request_throughput": 15.5, "median_ttft_ms": 12.0, "p99_ttft_ms": 40.0,

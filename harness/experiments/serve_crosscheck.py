@@ -388,11 +388,12 @@ def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = No
     targets = {k: _target(study_dir, s) for k, s in {_key(p.spec): p.spec for p in runs}.items()}
     carried = _earlier(args, study_dir, targets, invocation_id)
     runs = [p for p in runs if p.spec.repeat not in carried.get(_key(p.spec), {})]
-    # Its study.yaml, as a sweep writes one: the folder is a study from its first file on, so that the
-    # next crosscheck (or sweep) into it is let in and a user's own folder never is.
     legs = planned_legs(runs)
-    write_study_meta(study_dir, sc, list(legs), specs=legs)
     with guard.node_lock():
+        # Its study.yaml, as a sweep writes one: the folder is a study from its first file on, so that the
+        # next crosscheck (or sweep) into it is let in and a user's own folder never is. Written once the
+        # node is ours: a crosscheck refused because another sweep measures writes nothing.
+        write_study_meta(study_dir, sc, list(legs), specs=legs)
         left = kill_orphans()
         if left:
             console.print(f"[yellow]killed {len(left)} process(es) left by an earlier, interrupted sweep")
