@@ -7,7 +7,8 @@ module's rule for the cell's design (`harness.analyze.significance`): the nested
 legs hold paired passes (units: engine blocks, or pass pairs where the study declares an `engine_sd`
 bound and the cell's blocks agree with it), Welch's t on log values over the repeats otherwise (units:
 repeats, one run's figure each); a serve workload with a capacity search is judged by its capacity at the
-SLO. Cells are then decided together, per **family**, by Benjamini–Hochberg at the study's level:
+SLO. Cells are then decided together, per **family**, by Benjamini–Hochberg at the study's level, the
+difference tests and the equivalence tests apart (`significance.decide_family`):
 
 - `steps`: every tested cell of every step between consecutive legs, every kind: the study's answer.
   Every view of a step reads this family's verdicts.
