@@ -20,7 +20,7 @@ LAB_ARGS ?=
 # Chromium for the browser checks and screenshots of the shipped reports (Debian's `chromium`).
 CHROMIUM ?= chromium
 
-.PHONY: setup main test test-tools tables report quarto site lab screenshots clean-cache
+.PHONY: setup main test test-slow test-tools tables report quarto site lab screenshots clean-cache
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -68,16 +68,23 @@ main: setup
 	    echo "records: results/$(MAIN_STUDY)/runs   tables: results/$(MAIN_STUDY)/derived   report: results/$(MAIN_STUDY)/report"; \
 	    [ $$rc -eq 0 ] || echo "make main: some runs failed (recorded; see the report's failure section)" >&2; exit $$rc
 
-# The whole suite on two pytest-xdist workers (23 min here against 43 in one process); every test has
-# its own node lock, and the leg venvs and tiny models both may want are built under a lock, once.
+# The suite on two pytest-xdist workers; every test has its own node lock, and the leg venvs and tiny
+# models both may want are built under a lock, once. --dist loadfile keeps each test file on one worker,
+# so that the real engines a module fixture starts are started once (xdist's loadgroup, which would group
+# finer, is silently ignored under pytest 9.2: the tests would spread and each worker start its own).
 # TEST_ARGS= runs it in one process.
-TEST_ARGS ?= -n 2
+TEST_ARGS ?= -n 2 --dist loadfile
 
-# The whole suite. What its report and browser tests need comes first where it can be had: Quarto from
-# QUARTO_SRC (when that folder exists) and Chromium from the system's package manager (when it is
-# missing and apt-get is there); without either, those tests skip and say why.
+# The suite, but for the tests marked `slow` (real-engine tests whose coverage a kept test repeats). What
+# its report and browser tests need comes first where it can be had: Quarto from QUARTO_SRC (when that
+# folder exists) and Chromium from the system's package manager (when it is missing and apt-get is
+# there); without either, those tests skip and say why.
 test: setup test-tools
-	$(PY) -m pytest -q $(TEST_ARGS)
+	$(PY) -m pytest -q -m "not slow" $(TEST_ARGS)
+
+# The `slow` tests only: run before each landing that touches harness/measure/ (CONTRIBUTING.md).
+test-slow: setup
+	$(PY) -m pytest -q -m slow $(TEST_ARGS)
 
 test-tools:
 	@if ! command -v quarto >/dev/null 2>&1 && [ ! -x $(QUARTO_DIR)/bin/quarto ] && [ -f $(QUARTO_SRC)/install.sh ]; then \

@@ -86,3 +86,13 @@ def test_the_shipped_h200_study_names_its_cold_first_workloads() -> None:
     cell = next(c for c in sm.cells if c.model.startswith("OLMoE") and c.workload == "mixed" and c.leg == "h200-0.24.0")
     assert cell.first and cell.cold_repeats == (1,) and cell.same_machine and cell.speed < 0.8
     assert "### Cold engines" in report.coldstart_md(st)
+
+
+def test_the_sign_test_verdict_is_analyze_s_and_reads_the_direction() -> None:
+    # The words the report prints come from the summary (publish/ only formats them).
+    def sm(first: tuple[int, int, float | None]) -> cs.ColdSummary:
+        return cs.ColdSummary(runs=0, cold_runs=0, cells=(), first=first, later=(0, 0))
+
+    assert sm((6, 6, 0.03)).verdict == "slower on a cold engine, beyond chance"
+    assert sm((0, 6, 0.03)).verdict == "faster on a cold engine, beyond chance"
+    assert sm((4, 6, 0.69)).verdict == sm((1, 2, None)).verdict == "no difference established"

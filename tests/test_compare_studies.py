@@ -10,7 +10,8 @@ import pytest
 
 from harness.core import paths
 from harness.core.errors import UserError
-from harness.publish.compare_studies import Side, _verdict, compare_studies, compare_studies_md, find
+from harness.analyze.compare_studies import Side, _verdict, compare_studies, find
+from harness.publish.compare_studies import compare_studies_md
 
 B200, H200REF = paths.RESULTS / "b200-reference", paths.RESULTS / "h200-reference"
 needs_refs = pytest.mark.skipif(not (B200 / "study.yaml").exists() or not (H200REF / "study.yaml").exists(),

@@ -180,6 +180,14 @@ def test_real_one_engine_block_times_both_tools_on_the_same_cpu_engine(tmp_path)
             assert h.handover_s + h.tail_s == pytest.approx(h.call_s) and 0 < h.add_s <= h.handover_s
             assert 0.8 * p.seconds <= h.call_s <= p.seconds + 0.05, (side, p.seconds, h)
     assert set(row["handover"]) == {"harness", "vllm"} and row["handover"]["vllm"]["passes"] == 2
+    # The harness's image workload on a real engine (tests/test_multimodal.py measures only audio for it):
+    # 56x56 is 4x4 patches, merged 2x2: 4 placeholder tokens per image, counted from the engine.
+    h = record.read(runs / "image" / "harness-one-engine-no-prefix-cache" / "r1" / "results.json")
+    assert h.work.inputs["num_images"] == 8 and h.work.inputs["placeholder_tokens"] == 8 * 4
+    assert h.work.prompt_tokens > h.work.inputs["text_prompt_tokens"]
+    assert h.metrics.total_tok_s > h.metrics.output_tok_s > 0
+    assert h.work.inputs["mm_processor_cache_gb"] == 0
+    assert h.manifest["leg_patches"] and h.manifest["packages"]["torchvision"]
 
 
 def test_a_version_4_record_reads_as_per_run(tmp_path):

@@ -26,5 +26,5 @@ def test_pack_unpack_and_the_plan_driver_offline():
 
 def test_pack_refuses_without_a_plan():
     proc = subprocess.run(["bash", "environment/device/pack.sh"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, env={"PATH": "/usr/bin:/bin", "PLAN": "", "DRIVER": ""})
+                          timeout=60, env={"PATH": "/usr/bin:/bin", "PLAN": ""})
     assert proc.returncode == 2 and proc.stderr.strip() == "pack.sh: PLAN=FILE names the lease's stages (docs/device.md)"

@@ -24,10 +24,14 @@ from tests.conftest import sweep_env, write_scenario
 pytestmark = pytest.mark.engine
 
 LEG = "cpu-0.32.0"
+# One engine per (model, arm) group: the broken model's group, then the tiny Llama's, whose second
+# workload crashes its engine so that the third starts a fresh one. Three engine starts cover the
+# failure at start, engine reuse, and a crash mid-group.
 SCENARIO = f"""
 name: engine-test
 legs: [{LEG}]
 timeout_s: 600
+engine: per-group
 models:
   - name: broken
     # head_dim 16: the CPU attention backend has no kernel for it; the engine dies in its worker
@@ -43,25 +47,33 @@ models:
     # each engine start about 10 s here). The broken model stays compiled: in eager mode it starts.
     engine_args: {{max_model_len: 512, gpu_memory_utilization: 0.2, enforce_eager: true}}
 workloads:
-  - {{name: thr, kind: throughput, input_len: 32, output_len: 16, num_prompts: 8}}
+  - {{name: thr, kind: throughput, input_len: 32, output_len: 16, num_prompts: 8, min_passes: 2}}
+  # longer than max_model_len: vLLM refuses the prompt inside generate(), and the worker dies
+  - {{name: too-long, kind: throughput, input_len: 600, output_len: 8, num_prompts: 2}}
   - {{name: lat, kind: latency, input_len: 32, output_len: 16, batch_size: 2, iterations: 2}}
 """
+# One engine per run, from the command line, as a user runs it: the sweep killed and resumed.
+PER_RUN = SCENARIO.replace("engine: per-group\n", "").replace(", min_passes: 2", "").replace(
+    "  # longer than max_model_len: vLLM refuses the prompt inside generate(), and the worker dies\n"
+    "  - {name: too-long, kind: throughput, input_len: 600, output_len: 8, num_prompts: 2}\n", "")
 
 
 @pytest.fixture(scope="module")
-def real_sweep(tmp_path_factory):
+def group_sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("engine")
-    os.environ["HARNESS_LOCK"] = str(tmp / "measure.lock")
+    lock = tmp / "measure.lock"
+    os.environ["HARNESS_LOCK"] = str(lock)
     from harness.measure.tinymodel import TinyLlamaShape, build_tiny_model
 
     broken = build_tiny_model(tmp / "head-dim-16", TinyLlamaShape(hidden_size=64, intermediate_size=128))
     path = write_scenario(tmp, SCENARIO.replace("{broken}", str(broken)))
-    return sweep(SweepArgs(scenario=str(path), results=tmp / "results"))
+    return sweep(SweepArgs(scenario=str(path), results=tmp / "results", diagnose=False)), lock
 
 
-def test_engine_failure_is_recorded_and_the_sweep_goes_on(real_sweep):
-    recs = {(r.model, r.workload): r for r in real_sweep.records}
-    assert [r.model for r in real_sweep.records] == ["broken", "tiny-llama", "tiny-llama"]
+def test_engine_failure_is_recorded_and_the_sweep_goes_on(group_sweep):
+    res, _ = group_sweep
+    recs = {(r.model, r.workload): r for r in res.records}
+    assert [r.model for r in res.records] == ["broken", "tiny-llama", "tiny-llama", "tiny-llama"]
     bad = recs[("broken", "thr")]
     assert bad.status == "failed"
     assert bad.failure.exit_code not in (None, 0)
@@ -70,101 +82,17 @@ def test_engine_failure_is_recorded_and_the_sweep_goes_on(real_sweep):
     assert "Traceback" in bad.failure.traceback and bad.failure.phase in ("engine_init_start", "engine_init_end",
                                                                           "warmup_start")
     assert bad.manifest["vllm"] == "0.32.0"  # captured before the engine died
+    assert record.read(res.study_dir / "runs" / bad.run_id / "results.json") == bad
+    assert "EngineCore" in (res.study_dir / "runs" / bad.run_id / "run.log").read_text()
     assert recs[("tiny-llama", "thr")].status == "ok" and recs[("tiny-llama", "lat")].status == "ok"
 
 
-def test_real_records_are_complete(real_sweep):
-    for rec in real_sweep.records:
-        d = real_sweep.study_dir / "runs" / rec.run_id
-        assert record.read(d / "results.json") == rec
-        log = (d / "run.log").read_text()
-        assert "EngineCore" in log  # the engine subprocess's output is in the run's log
-    ok = [r for r in real_sweep.records if r.status == "ok"]
-    for rec in ok:
-        m = rec.manifest
-        assert m["vllm"] == "0.32.0" and m["torch"].startswith("2.13.0") and m["transformers"]
-        assert m["cpu_model"] and m["cpu_affinity"] and m["runner"] == "local" and m["host"]
-        assert "plugins" in m and m["lock"]
-        phases = [json.loads(x)["phase"] for x in (real_sweep.study_dir / "runs" / rec.run_id / "run.jsonl").read_text().splitlines()]
-        for p in ("spawn", "env_ready", "engine_init_start", "engine_init_end", "warmup_start", "timed_start",
-                  "timed_end", "teardown_start", "exit"):
-            assert p in phases, p
-        assert 0 < rec.timing.timed_s < rec.timing.wall_s and rec.timing.engine_init_s > 0
-    thr = next(r for r in ok if r.workload == "thr")
-    assert thr.work.num_seqs == 8 and thr.work.output_tokens == 8 * 16 and thr.work.prompt_tokens == 8 * 32
-    # The metric comes from the pass's own clock; the timed region holds it and the bookkeeping around it.
-    assert len(thr.timing.passes_s) == 1 and thr.timing.passes_s[0] <= thr.timing.timed_s
-    assert thr.metrics.total_tok_s == pytest.approx((8 * 32 + 8 * 16) / thr.timing.passes_s[0], rel=1e-6)
-    assert thr.work.prompts_sha256
-    lat = next(r for r in ok if r.workload == "lat")
-    assert len(lat.metrics.samples_ms_per_token) == 2 and lat.metrics.ms_per_token > 0
-    assert lat.work.num_seqs == 4 and lat.work.output_tokens == 4 * 16
-
-
-def test_kill_minus_9_then_resume(tmp_path):
-    """kill -9 of a sweep mid-run: no finished run is lost, only the interrupted one is re-measured."""
-    path = write_scenario(tmp_path, SCENARIO.replace("{broken}", "unused"))
-    env = sweep_env() | {"HARNESS_LOCK": str(tmp_path / "measure.lock")}
-    results = tmp_path / "results"
-    cmd = [sys.executable, "-m", "harness", "sweep", str(path), "--results", str(results), "--model", "tiny-llama"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    runs = results / "engine-test" / "runs" / "engine-test" / LEG / "tiny-llama"
-    first, second = runs / "thr" / "default" / "r1", runs / "lat" / "default" / "r1"
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline:
-        if (first / "results.json").exists() and (second / "run.jsonl").exists() and \
-                "engine_init_start" in (second / "run.jsonl").read_text():
-            break
-        assert proc.poll() is None, "sweep ended before it could be interrupted"
-        time.sleep(0.5)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    finished = record.read(first / "results.json")
-    assert not (second / "results.json").exists()
-    lock = tmp_path / "measure.lock"
-    for _ in range(60):  # the run's process group dies with the sweep (parent-death signal)
-        if not orphans(lock):
-            break
-        time.sleep(0.5)
-    assert orphans(lock) == []
-    res = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True, timeout=900)
-    assert res.returncode == 0, res.stderr[-2000:]
-    index = json.loads(sorted((results / "engine-test" / "sweeps").glob("*.json"))[-1].read_text())
-    by_id = {r["run_id"]: r for r in index["runs"]}
-    assert len(by_id) == 2
-    assert by_id[f"engine-test/{LEG}/tiny-llama/thr/default/r1"]["reused"] is True
-    assert by_id[f"engine-test/{LEG}/tiny-llama/lat/default/r1"]["reused"] is False
-    assert record.read(first / "results.json") == finished  # untouched
-    assert record.read(second / "results.json").status == "ok"
-
-
-GROUP_SCENARIO = f"""
-name: engine-group
-legs: [{LEG}]
-timeout_s: 600
-engine: per-group
-models:
-  - name: tiny-llama
-    path: tiny
-    dtype: float32
-    engine_args: {{max_model_len: 512, gpu_memory_utilization: 0.2, enforce_eager: true}}
-workloads:
-  - {{name: thr, kind: throughput, input_len: 32, output_len: 16, num_prompts: 8, min_passes: 2}}
-  # longer than max_model_len: vLLM refuses the prompt inside generate(), and the worker dies
-  - {{name: too-long, kind: throughput, input_len: 600, output_len: 8, num_prompts: 2}}
-  - {{name: lat, kind: latency, input_len: 32, output_len: 16, batch_size: 2, iterations: 2}}
-"""
-
-
-def test_per_group_engine_reuse_and_a_crash_costs_one_workload(tmp_path):
+def test_per_group_engine_reuse_and_a_crash_costs_one_workload(group_sweep):
     """One engine for the group's workloads; the workload that crashes it is recorded, the ones after
     it run on a fresh engine; every workload keeps its own folder, log slice and engine facts."""
-    lock = tmp_path / "measure.lock"
-    os.environ["HARNESS_LOCK"] = str(lock)
-    path = write_scenario(tmp_path, GROUP_SCENARIO)
-    res = sweep(SweepArgs(scenario=str(path), results=tmp_path / "results", diagnose=False))
-    recs = {r.workload: r for r in res.records}
-    assert [r.workload for r in res.records] == ["thr", "too-long", "lat"]
+    res, lock = group_sweep
+    recs = {r.workload: r for r in res.records if r.model == "tiny-llama"}
+    assert [r.workload for r in res.records if r.model == "tiny-llama"] == ["thr", "too-long", "lat"]
     thr, bad, lat = recs["thr"], recs["too-long"], recs["lat"]
     assert thr.status == "ok" and lat.status == "ok" and bad.status == "failed"
     assert "maximum context length" in bad.failure.reason
@@ -181,11 +109,88 @@ def test_per_group_engine_reuse_and_a_crash_costs_one_workload(tmp_path):
         lo, hi = rec.engine.log_range
         assert log == group_log[lo:hi] and log
         assert rec.timing.wall_s > 0
+        assert record.read(d / "results.json") == rec
     assert b"EngineCore" in (res.study_dir / "runs" / thr.run_id / "run.log").read_bytes()  # the start is the first's
     assert thr.timing.engine_init_s > 0 and lat.timing.engine_init_s > 0
     index = json.loads(res.index_path.read_text())
     assert index["engine"] == "per-group" and index["leg_order"] == {"r1": [LEG]}
     assert orphans(lock) == []
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(tmp_path_factory):
+    """kill -9 of a sweep mid-run, then `--resume`: (results folder, first run's folder, its record as the
+    kill left it, second run's folder, the lock, whether the kill left the second run without a record,
+    the orphans after the kill, the resume's exit and stderr)."""
+    tmp = tmp_path_factory.mktemp("killed")
+    path = write_scenario(tmp, PER_RUN.replace("{broken}", "unused"))
+    lock = tmp / "measure.lock"
+    env = sweep_env() | {"HARNESS_LOCK": str(lock)}
+    results = tmp / "results"
+    cmd = [sys.executable, "-m", "harness", "sweep", str(path), "--results", str(results), "--model", "tiny-llama"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs = results / "engine-test" / "runs" / "engine-test" / LEG / "tiny-llama"
+    first, second = runs / "thr" / "default" / "r1", runs / "lat" / "default" / "r1"
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        if (first / "results.json").exists() and (second / "run.jsonl").exists() and \
+                "engine_init_start" in (second / "run.jsonl").read_text():
+            break
+        assert proc.poll() is None, "sweep ended before it could be interrupted"
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    finished = record.read(first / "results.json")
+    second_unrecorded = not (second / "results.json").exists()
+    for _ in range(60):  # the run's process group dies with the sweep (parent-death signal)
+        if not orphans(lock):
+            break
+        time.sleep(0.5)
+    left = orphans(lock)
+    res = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True, timeout=900)
+    return results, first, finished, second, second_unrecorded, left, res
+
+
+def test_kill_minus_9_then_resume(killed_and_resumed):
+    """kill -9 of a sweep mid-run: no finished run is lost, only the interrupted one is re-measured."""
+    results, first, finished, second, second_unrecorded, left, res = killed_and_resumed
+    assert second_unrecorded and left == []
+    assert res.returncode == 0, res.stderr[-2000:]
+    index = json.loads(sorted((results / "engine-test" / "sweeps").glob("*.json"))[-1].read_text())
+    by_id = {r["run_id"]: r for r in index["runs"]}
+    assert len(by_id) == 2
+    assert by_id[f"engine-test/{LEG}/tiny-llama/thr/default/r1"]["reused"] is True
+    assert by_id[f"engine-test/{LEG}/tiny-llama/lat/default/r1"]["reused"] is False
+    assert record.read(first / "results.json") == finished  # untouched
+    assert record.read(second / "results.json").status == "ok"
+
+
+def test_real_records_are_complete(killed_and_resumed):
+    """The per-run records the CLI wrote (one finished before the kill, one after the resume): every
+    engine fact, phase, timing and amount of work."""
+    _, first, _, second, _, _, _ = killed_and_resumed
+    recs = [record.read(d / "results.json") for d in (first, second)]
+    for rec, d in zip(recs, (first, second)):
+        assert rec.status == "ok", rec.failure
+        assert "EngineCore" in (d / "run.log").read_text()  # the engine subprocess's output is in the run's log
+        m = rec.manifest
+        assert m["vllm"] == "0.32.0" and m["torch"].startswith("2.13.0") and m["transformers"]
+        assert m["cpu_model"] and m["cpu_affinity"] and m["runner"] == "local" and m["host"]
+        assert "plugins" in m and m["lock"]
+        phases = [json.loads(x)["phase"] for x in (d / "run.jsonl").read_text().splitlines()]
+        for p in ("spawn", "env_ready", "engine_init_start", "engine_init_end", "warmup_start", "timed_start",
+                  "timed_end", "teardown_start", "exit"):
+            assert p in phases, p
+        assert 0 < rec.timing.timed_s < rec.timing.wall_s and rec.timing.engine_init_s > 0
+        assert rec.engine is None or rec.engine.mode == "per-run"
+    thr, lat = recs
+    assert thr.work.num_seqs == 8 and thr.work.output_tokens == 8 * 16 and thr.work.prompt_tokens == 8 * 32
+    # The metric comes from the pass's own clock; the timed region holds it and the bookkeeping around it.
+    assert len(thr.timing.passes_s) == 1 and thr.timing.passes_s[0] <= thr.timing.timed_s
+    assert thr.metrics.total_tok_s == pytest.approx((8 * 32 + 8 * 16) / thr.timing.passes_s[0], rel=1e-6)
+    assert thr.work.prompts_sha256
+    assert len(lat.metrics.samples_ms_per_token) == 2 and lat.metrics.ms_per_token > 0
+    assert lat.work.num_seqs == 4 and lat.work.output_tokens == 4 * 16
 
 
 HISTORY_SCENARIO = """
@@ -209,6 +214,9 @@ workloads:
 """
 
 
+# slow: the history's plumbing runs end to end on the fake worker (tests/test_history.py), and both CPU
+# legs are built and measured on real engines by tests/test_paired.py.
+@pytest.mark.slow
 def test_two_release_history_end_to_end(tmp_path):
     """A history on the two CPU legs the suite builds anyway: planned, built, measured, recorded and read."""
     from harness.analyze.canonical import canonicalize

@@ -314,6 +314,9 @@ def test_interrupted_sweep_leaves_no_run_on_any_node(tmp_path, cluster, node_swe
     assert not (slow.run_dir / "results.json").exists()
 
 
+# slow: the executor is tested on real Ray clusters with the fake bench (above and below), a real engine
+# through the local executor by tests/test_engine.py.
+@pytest.mark.slow
 @pytest.mark.engine
 def test_real_cpu_run_through_ray(tmp_path, monkeypatch):
     """One real vLLM run (leg cpu-0.32.0, the tiny model) measured by a Ray node. The machine's own

@@ -156,7 +156,7 @@ def test_a_new_kind_reaches_tables_export_and_the_answer(dummy_kind, tmp_path):
     from harness.analyze.canonical import canonicalize
     from harness.analyze.dataset import columns, load
     from harness.analyze.derive import derive_into
-    from harness.publish.claims.base import steps
+    from harness.analyze.claims.base import steps
     from harness.publish.sections.answer import answer
     from harness.publish.study import load_study
 

@@ -14,7 +14,7 @@ from harness.core import paths
 from harness.core.errors import InvalidFileError, UserError
 from harness.publish.notes import QUOTED_MARK, notes_md, read_note, study_notes
 from harness.publish.study import load_study
-from harness.publish.strict import ClaimFailed
+from harness.analyze.strict import ClaimFailed
 
 H200 = paths.RESULTS / "h200"
 needs_h200 = pytest.mark.skipif(not (H200 / "study.yaml").exists(), reason="results/h200 not present")

@@ -25,7 +25,7 @@ from harness.publish import report
 from harness.publish import render as rendering
 from harness.core.errors import UserError
 from harness.publish.render import ClaimFailed, RenderError, card_body, parse_qmd, render
-from harness.publish.claims import REGISTRY
+from harness.analyze.claims import REGISTRY
 from harness.publish.report import findings, load_study
 from harness.publish.sections.headline import headline
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The H200 machine's side of a lease. The driver is drive.sh running c0/PLAN (c0/SITES, c0/BUDGET beside
-# it); a lease packed before drive.sh existed names its own script in leases/ by c0/DRIVER instead.
+# it).
 # Each device call that pack.sh prints runs one subcommand,
 # from the call's copy of the working tree (where this file travels):
 #   setup      carry .gpu/e/c0: unpack the project snapshot to $ROOT/repo and the study's earlier records
@@ -8,7 +8,7 @@
 #              the call. Refused if this machine was set up already (a second driver would measure beside
 #              the first).
 #   part NN    carry .gpu/e/pNN: hand part NN to the unpacker (copied, then marked complete).
-#   watch S    wait S seconds at most (less once the driver logs "<DRIVER> done"), then copy $ROOT/R
+#   watch S    wait S seconds at most (less once the driver logs "drive done"), then copy $ROOT/R
 #              back into $OUT as R.tgz.N pieces of 15 MiB (a call brings back 8 files of 16 MiB at
 #              most, 64 MiB in all); the kernel traces (up to 32 MB each) come back once, as T.tar.N,
 #              in the first call after phase F where they fit beside R.
@@ -23,7 +23,6 @@ ROOT=${ROOT:-/root}
 P=$ROOT/parts
 here=$(cd "$(dirname "$0")" && pwd)
 stamp() { date -u +%FT%TZ; }
-driver() { cat "$ROOT/R/.driver" 2> /dev/null || echo drive-e; }
 
 zst() {
   if [ -x "$P/zstd" ] && "$P/zstd" --version > /dev/null 2>&1; then "$P/zstd" "$@"; else zstd "$@"; fi
@@ -79,30 +78,22 @@ setup() {
     echo "this machine was set up at $(cat "$ROOT/R/.setup"); not starting a second driver"
     return 1
   fi
+  [ -e "$c/PLAN" ] || { echo "no PLAN in $c: pack.sh writes it (docs/device.md)"; return 1; }
   mkdir -p "$P" "$ROOT/R"
   cp "$c"/* "$P"/ || return 1
   chmod +x "$P/zstd"
   "$P/zstd" --version || echo "the carried zstd does not run here; using: $(command -v zstd || echo none)"
   rm -rf "$ROOT/repo" && mkdir -p "$ROOT/repo" && tar xzf "$P/repo.tgz" -C "$ROOT/repo" || return 1
   tar xzf "$P/R-prev.tgz" -C "$ROOT/R" || return 1
-  local d
-  if [ -e "$c/PLAN" ]; then
-    d=drive  # the one driver, running c0/PLAN (see drive.sh)
-    cp "$here/drive.sh" "$ROOT/" || return 1
-  else
-    # A lease from before drive.sh: c0/DRIVER names its own script in leases/.
-    d=$(cat "$c/DRIVER" 2> /dev/null || echo drive-e)
-    cp "$here/leases/$d.sh" "$ROOT/" || return 1
-  fi
-  echo "$d" > "$ROOT/R/.driver"
+  cp "$here/drive.sh" "$ROOT/" || return 1
   cp "$here/machine.sh" "$ROOT/" || return 1
   stamp > "$ROOT/R/.setup"
   # Each in a session of its own, whose id is its pid (kill -- -PID ends it with its pipeline).
   setsid nohup bash "$ROOT/machine.sh" unpack > "$ROOT/R/unpack.log" 2>&1 < /dev/null &
   echo $! > "$ROOT/R/unpack.pid"
   if [ -z "${NO_DRIVER:-}" ]; then
-    setsid nohup bash "$ROOT/$d.sh" > "$ROOT/R/$d.out" 2>&1 < /dev/null &
-    echo $! > "$ROOT/R/$d.pid"
+    setsid nohup bash "$ROOT/drive.sh" > "$ROOT/R/drive.out" 2>&1 < /dev/null &
+    echo $! > "$ROOT/R/drive.pid"
   fi
   git -C "$ROOT/repo" log --oneline -1 2> /dev/null
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2> /dev/null
@@ -143,7 +134,7 @@ back() {  # $ROOT/R into $OUT: R without the traces, then the traces once, if th
 
 watch() {
   local limit=${1:-560} t0=$SECONDS
-  while [ $((SECONDS - t0)) -lt "$limit" ] && ! grep -q "$(driver) done\$" "$ROOT/R/drive.log" 2> /dev/null; do
+  while [ $((SECONDS - t0)) -lt "$limit" ] && ! grep -q "drive done\$" "$ROOT/R/drive.log" 2> /dev/null; do
     sleep 5
   done
   echo "--- drive.log"; tail -n 30 "$ROOT/R/drive.log" 2> /dev/null

@@ -13,7 +13,6 @@
 #   BUDGET    seconds after the first stage began from which the driver starts no further stage
 #   PREV      a study under results/ whose records travel too (for --resume), default none
 #   DROP      files or folders (relative to each site folder) left out of the stream
-#   DRIVER    only for re-running a lease packed before drive.sh: its own script in leases/
 #   KEEP_STREAM=1  keep .gpu/e/p?? when they were cut from the same site folders (their stamps), in
 #             the same order, with the same DROP: what .gpu/e/STREAM says (skips minutes of zstd on
 #             a host that may be measuring)
@@ -36,7 +35,6 @@ E=$G/e
 VERSIONS=${VERSIONS:-0.26.0 0.24.0}
 PLAN=${PLAN:-}
 BUDGET=${BUDGET:-1500}
-DRIVER=${DRIVER:-}
 # The h200-paired and h200-modes leases left out vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so
 # (FlashAttention 2; on Hopper vLLM runs FA3, and its loader treats a missing FA2 as unavailable),
 # vllm/vllm-rs (the Rust frontend binary of `vllm serve`) and vllm/third_party/fmha_sm100 (Blackwell
@@ -143,7 +141,7 @@ selftest() {
   local n; n=$(grep -c . "$t/e/SHA256SUMS")
   echo "test: $n parts of at most 64 KiB"
   # The machine's side, with $t/root for /root and the parts arriving one by one, the first one corrupt.
-  mkdir -p "$t/call/.gpu/e" "$t/call/environment/device/leases"
+  mkdir -p "$t/call/.gpu/e" "$t/call/environment/device"
   cp "$here/machine.sh" "$here/drive.sh" "$t/call/environment/device/"
   # A plan of plain commands: the driver waits for both site folders, runs the stages in order in the
   # project snapshot, logs each one's exit, and starts none once the budget is spent.
@@ -189,11 +187,11 @@ if [ "${1:-}" = "--test" ]; then
   exit 0
 fi
 
-if [ -z "$PLAN" ] && [ -z "$DRIVER" ]; then
+if [ -z "$PLAN" ]; then
   echo "pack.sh: PLAN=FILE names the lease's stages (docs/device.md)" >&2
   exit 2
 fi
-if [ -n "$PLAN" ] && [ ! -f "$PLAN" ]; then
+if [ ! -f "$PLAN" ]; then
   echo "pack.sh: PLAN $PLAN: no such file" >&2
   exit 2
 fi
@@ -243,14 +241,10 @@ else
   echo "$want" > "$E/STREAM"
 fi
 cp "$E/SHA256SUMS" "$E/c0/"
-rm -f "$E/c0/PLAN" "$E/c0/SITES" "$E/c0/BUDGET" "$E/c0/DRIVER"
-if [ -n "$PLAN" ]; then
-  cp "$PLAN" "$E/c0/PLAN"
-  echo "$VERSIONS" > "$E/c0/SITES"
-  echo "$BUDGET" > "$E/c0/BUDGET"
-else
-  echo "$DRIVER" > "$E/c0/DRIVER"
-fi
+rm -f "$E/c0/PLAN" "$E/c0/SITES" "$E/c0/BUDGET"
+cp "$PLAN" "$E/c0/PLAN"
+echo "$VERSIONS" > "$E/c0/SITES"
+echo "$BUDGET" > "$E/c0/BUDGET"
 cp "$(command -v zstd)" "$E/c0/zstd"
 
 snap=$(mktemp -d)

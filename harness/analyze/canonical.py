@@ -14,6 +14,7 @@ import pandas as pd
 
 from harness import workloads
 from harness.analyze.dataset import Dataset, StudyMeta
+from harness.analyze.stats import spread
 from harness.core.errors import MixedRunsError, UserError
 
 # Each workload kind names the metric its tables use (harness.workloads).
@@ -211,6 +212,8 @@ def canonicalize(ds: Dataset, *, series: str | None = None, arm: str = "default"
             "study": ds.study.name, "leg": leg, "leg_label": ds.study.label(leg), "model": model,
             "tp": int(g[0]["tp"]), "workload": workload, "kind": kind, "metric": metric.key,
             "unit": metric.unit, "value": float(np.median(samples)), "n": len(samples), "samples": samples,
+            # (max - min) / median of the repeats, what the pages print as the cell's dispersion; None for one.
+            "spread": spread(samples),
             "provenance": ",".join(sorted({r["provenance"] for r in g})), "reused": any(_true(r["reused"]) for r in g),
             "num_seqs": col("num_seqs"), "output_tokens": col("output_tokens"),
             "vllm": col("vllm"), "torch": col("torch"), "torch_cuda": col("torch_cuda"),
@@ -224,7 +227,7 @@ def canonicalize(ds: Dataset, *, series: str | None = None, arm: str = "default"
                       for rd, v in r["paired_passes"]} or None,
         })
     cell_cols = ["study", "leg", "leg_label", "model", "tp", "workload", "kind", "metric", "unit", "value", "n",
-                 "samples", "provenance", "reused", "num_seqs", "output_tokens", "vllm", "torch", "torch_cuda",
+                 "samples", "spread", "provenance", "reused", "num_seqs", "output_tokens", "vllm", "torch", "torch_cuda",
                  "transformers", "cutlass", "device", "host", "compat_id", "pins", "source_document",
                  "source_table", "run_dirs", "pairs"]
     excl = sel.loc[list(reasons), ["leg", "leg_label", "model", "workload", "repeat", "status", "run_dir"]].copy()

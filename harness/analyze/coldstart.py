@@ -34,6 +34,7 @@ _CACHED = re.compile(r"Directly load the compiled graph|Directly load AOT compil
 _EAGER = re.compile(r"Enforce eager set|disabling torch\.compile")
 CELL = ["series", "leg", "model", "workload", "arm"]
 MIN_CELLS = 5   # a sign test over fewer cells cannot reach 5% two-sided (2/2^4 = 0.125)
+SIGN_ALPHA = 0.05   # the sign test's level for "beyond chance"
 
 
 def compile_state(text: str) -> State | None:
@@ -119,6 +120,14 @@ class ColdSummary:
                                            # (slower, cells, two-sided sign-test p; None under MIN_CELLS)
     later: tuple[int, int]                 # the other cells: (slower, cells), not tested
 
+    @property
+    def verdict(self) -> str:
+        """The sign test's answer for the first-workload cells, in the words every view prints."""
+        k, n, p = self.first
+        if p is None or p >= SIGN_ALPHA:
+            return "no difference established"
+        return "slower on a cold engine, beyond chance" if k > n / 2 else "faster on a cold engine, beyond chance"
+
 
 def _median_init(d: pd.DataFrame) -> float | None:
     s = pd.to_numeric(d["engine_init_s"], errors="coerce").dropna()
@@ -149,3 +158,13 @@ def summarize(frame: pd.DataFrame) -> ColdSummary:
     later = [c for c in cells if not c.first]
     return ColdSummary(runs=len(known), cold_runs=int((known["state"] == "compiled").sum()), cells=tuple(cells),
                        first=(k, len(first), p), later=(sum(c.speed < 1 for c in later), len(later)))
+
+
+def study_summary(ds: Dataset) -> ColdSummary | None:
+    """The study's measured, unprofiled ok runs summarised; None where no cell has cold and warm runs."""
+    recs = ds.records
+    ok = recs[(recs["status"] == "ok") & (recs["provenance"] == "measured") & ~recs["profiled"].fillna(False).astype(bool)]
+    if not len(ok):
+        return None
+    sm = summarize(coldstart_frame(ok, ds))
+    return sm if sm.cells else None

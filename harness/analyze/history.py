@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,3 +214,35 @@ def history_view(canon: Canonical, study_dir: Path | str) -> HistoryView | None:
                           change_points=cps, levels=levels, sigma=sigma,
                           disagreements=tuple(_agreement(label, steps, set(cps)))))
     return HistoryView(record=rec, series=tuple(out), margin=margin, alpha=alpha)
+
+
+SIM_REPS = 2000   # simulated series behind the false change-point rate a history prints (seeded)
+SIM_STEP = 0.10   # the step whose detection rate it prints beside it
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimulatedRates:
+    """The change-point detection's error rates at a history's own noise: seeded simulations of `releases`
+    releases with `n` samples each, log sd `log_sd` (the median within-release sd of the series)."""
+
+    log_sd: float
+    releases: int
+    n: int
+    reps: int
+    flat: float      # share of flat series that gain a change point
+    step: float      # the simulated step's size
+    found: float     # share of series with that step in the middle where it is found at its release
+
+
+def simulated_rates(view: HistoryView) -> SimulatedRates | None:
+    """None where no release has two samples or more (no within-release sd)."""
+    sigmas = [s.sigma for s in view.series if s.sigma is not None]
+    if not sigmas:
+        return None
+    sd = statistics.median(sigmas)
+    k = max(sum(p.value is not None for p in s.points) for s in view.series)
+    n = max(1, round(statistics.median(p.n for s in view.series for p in s.points if p.n)))
+    return SimulatedRates(log_sd=sd, releases=k, n=n, reps=SIM_REPS, step=SIM_STEP,
+                          flat=changepoint_rates(k, n, log_sd=sd, reps=SIM_REPS, alpha=view.alpha, seed=0),
+                          found=changepoint_rates(k, n, log_sd=sd, step=SIM_STEP, reps=SIM_REPS, alpha=view.alpha,
+                                                  seed=1))

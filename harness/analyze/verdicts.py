@@ -30,7 +30,7 @@ from harness.analyze.canonical import Canonical
 from harness.analyze.order import leg_pairs, order_frame
 from harness.analyze.significance import (ALPHA, MARGIN_DEFAULT, METHOD, NESTED_METHOD, TABLE_RULE,
                                           decide_family, default_margin, look_alpha)
-from harness.analyze.stats import Ratio, nested_ratio, ratio, ratio_label
+from harness.analyze.stats import Ratio, band_side, nested_ratio, ratio, ratio_label
 from harness.workloads.base import Metric
 
 STEPS = "steps"
@@ -151,6 +151,13 @@ class CellVerdict:
         if self.verdict in ("faster", "slower", "equivalent", "single pass"):
             return self.verdict
         return "undecided"
+
+    def moved(self, band: float) -> bool:
+        """Whether the cell moved: decided faster or slower, missing, or a single pass per side whose
+        ratio lies outside 1 ± `band` (no test: only the flat band reads it)."""
+        if self.cls in ("faster", "slower", "missing"):
+            return True
+        return self.cls == "single pass" and self.ratio is not None and band_side(self.ratio, band) != "within"
 
     @property
     def ratio_text(self) -> str:

@@ -85,7 +85,8 @@ def _studies_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_compare_studies(a: argparse.Namespace) -> int:
-    from harness.publish.compare_studies import compare_studies, compare_studies_md
+    from harness.analyze.compare_studies import compare_studies
+    from harness.publish.compare_studies import compare_studies_md
     from harness.schema.outdir import check_file, output_file
 
     if a.out is not None:

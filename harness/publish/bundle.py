@@ -26,7 +26,7 @@ from pathlib import Path
 
 from harness.core import paths
 from harness.core.errors import UserError
-from harness.publish.locate import rel, resolve
+from harness.core.locate import rel, resolve
 from harness.schema.outdir import output_dir
 from harness.schema.output_marker import FOLDER_MARKER
 

@@ -52,13 +52,12 @@ from pydantic import ValidationError, model_validator
 from harness import workloads
 from harness.analyze.canonical import Canonical, canonicalize
 from harness.analyze.dataset import load
-from harness.analyze.stats import spread
 from harness.analyze.verdicts import study_verdicts
 from harness.analyze.tables import _legs
 from harness import experiments
 from harness.core.errors import InvalidFileError, UserError
 from harness.core.yamlio import describe
-from harness.publish.strict import ClaimFailed
+from harness.analyze.strict import ClaimFailed
 from harness.publish.study import Study
 from harness.schema.base import Frozen
 
@@ -181,8 +180,8 @@ def compute(st: Study, kind: str, a: dict[str, str]) -> str:
         return " / ".join(m.fmt(float(v)) for v in c["samples"])
     if kind == "spread":
         c = _cell(_canon(st, a), a, a.get("leg", ""))
-        sp = spread(list(c["samples"]))
-        return "—" if sp is None else f"{sp:.1%}"
+        sp = c["spread"]
+        return "—" if sp is None or sp != sp else f"{sp:.1%}"   # None or NaN: one repeat, no spread
     if kind == "ratio":
         canon = _canon(st, a)
         old, _, new = a.get("step", "").partition("->")
@@ -216,7 +215,7 @@ def compute(st: Study, kind: str, a: dict[str, str]) -> str:
 
 def _count(canon: Canonical, a: dict[str, str]) -> int:
     from harness.analyze.failure import attributions_by_model
-    from harness.publish.claims.base import models, passes
+    from harness.analyze.claims.base import models, passes
 
     what = a.get("what")
     if what == "full":
@@ -252,7 +251,7 @@ def _printed(st: Study, a: dict[str, str]) -> str:
 
 def _transfer(st: Study, a: dict[str, str]) -> str:
     """The compare-studies verdict for one cell, this study as A and `study=` as B."""
-    from harness.publish.compare_studies import find
+    from harness.analyze.compare_studies import find
 
     other = _study_root(st, a)
     c = _comparison(str(st.root), str(other))
@@ -264,7 +263,7 @@ def _transfer(st: Study, a: dict[str, str]) -> str:
 
 @lru_cache(maxsize=4)
 def _comparison(a: str, b: str):  # noqa: ANN202
-    from harness.publish.compare_studies import compare_studies
+    from harness.analyze.compare_studies import compare_studies
 
     return compare_studies(a, b)
 

@@ -37,9 +37,9 @@ import yaml
 from harness.core import paths
 from harness.core.errors import UserError
 from harness.publish.card import card_body, card_header, card_text  # noqa: F401  (card_body: re-exported)
-from harness.publish.locate import rel as _rel
-from harness.publish.locate import resolve as _resolve
-from harness.publish.strict import ClaimFailed, strict_ids
+from harness.core.locate import rel as _rel
+from harness.core.locate import resolve as _resolve
+from harness.analyze.strict import ClaimFailed, strict_ids
 
 QMD = paths.PROJ_ROOT / "index.qmd"
 KERNEL = "python3"

@@ -4,9 +4,9 @@ This module is the face that `index.qmd` imports (`from harness.publish import r
 cell (`study`, `strict_claims`), one import cell, and short cells that call the functions named here
 and print markdown (`output: asis`) or show a figure. What they are made of:
 
-- `harness.publish.study`: the `Study` the cells share (`load_study`), and `harness.publish.config`,
+- `harness.publish.study`: the `Study` the cells share (`load_study`), and `harness.schema.report_config`,
   the study.yaml `report:` block (strict claims, study-specific claim kinds, model classes, notebooks);
-- `harness.publish.claims`: the claims engine and its registry of claim kinds (`findings`);
+- `harness.analyze.claims`: the claims engine and its registry of claim kinds (`findings`);
 - `harness.publish.sections`: one module per part of the page, each computing data, then formatting it
   (`answer` first: the verdict table); `harness.publish.notes`: the study's authored notes, every number
   in them computed at render time or marked as quoted;
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from functools import wraps
 
 from harness.publish.card import card_body, card_header, card_text
-from harness.publish.claims import Claim, ClaimParams, Step, findings, steps
+from harness.analyze.claims import Claim, ClaimParams, Step, findings, steps
 from harness.publish.figure_cells import (
     Note, Png, answer_figure, coverage_figure, dispersion_figure, drift_figure, ratio_caption_md, ratio_figure, series_figures, show,
     show_all,
@@ -45,7 +45,7 @@ from harness.publish.sections import serving as _serving
 from harness.publish.sections import profile as _profile
 from harness.publish.sections import supporting as _supporting
 from harness.publish.sections import sweeptime as _sweeptime
-from harness.publish.strict import ClaimFailed
+from harness.analyze.strict import ClaimFailed
 from harness.publish.study import Study, load_study, series_canons, tristate
 
 

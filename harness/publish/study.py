@@ -1,5 +1,5 @@
 """The study as the report's cells see it: the canonical runs, every series, the study's report
-configuration (`study.yaml` `report:`, `harness.publish.config`) and the checked claims."""
+configuration (`study.yaml` `report:`, `harness.schema.report_config`) and the checked claims."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from harness.analyze.canonical import Canonical, canonicalize
 from harness.analyze.dataset import Dataset, load
 from harness.core import paths
 from harness.core.errors import InvalidFileError
-from harness.publish.claims import REGISTRY, Claim, ClaimParams, findings
-from harness.publish.config import ReportConfig, report_config
-from harness.publish.locate import resolve as _resolve
+from harness.analyze.claims import REGISTRY, Claim, ClaimParams, findings
+from harness.schema.report_config import ReportConfig, report_config
+from harness.core.locate import resolve as _resolve
 
 
 @dataclass(frozen=True, kw_only=True)

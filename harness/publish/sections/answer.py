@@ -16,10 +16,9 @@ import pandas as pd
 from harness import workloads
 from harness.analyze import verdicts as vd
 from harness.analyze.equivalence import DIFFERENT, equivalence_by_step
-from harness.analyze.stats import band_side
 from harness.analyze.tables import _legs, ticked
 from harness.analyze.verdicts import CAPACITY_NOTE, CellVerdict, study_verdicts
-from harness.publish import wording as w
+from harness.analyze import wording as w
 from harness.publish.matrix import MatrixCell
 from harness.publish.study import Study
 
@@ -119,8 +118,7 @@ def answer(st: Study) -> Answer:
         if v.interval == "rounding" and v.low is not None and v.high is not None and v.low <= 1 <= v.high:
             notes.append("rounding alone could make it 1.00x")
         out.append(Cell(v=v, note="; ".join(notes), answers=answers.get((v.model, v.step), ""), workload=v.workload))
-    moved = [c for c in out if c.cls in ("faster", "slower", "missing") or c.answers == DIFFERENT
-             or (c.cls == "single pass" and c.ratio is not None and band_side(c.ratio, st.params.band) != "within")]
+    moved = [c for c in out if c.v.moved(st.params.band) or c.answers == DIFFERENT]
     shown = _merge_missing(out if len(out) <= SHOW_ALL else moved)
     return Answer(summary=_summary(st, out, shown), cells=out, shown=shown)
 

@@ -10,12 +10,7 @@ from harness.publish.study import Study
 
 
 def coldstart_section(st: Study) -> coldstart.ColdSummary | None:
-    recs = st.ds.records
-    ok = recs[(recs["status"] == "ok") & (recs["provenance"] == "measured") & ~recs["profiled"].fillna(False).astype(bool)]
-    if not len(ok):
-        return None
-    sm = coldstart.summarize(coldstart.coldstart_frame(ok, st.ds))
-    return sm if sm.cells else None
+    return coldstart.study_summary(st.ds)
 
 
 def _p(p: float | None) -> str:
@@ -28,9 +23,6 @@ def coldstart_md(st: Study) -> str:
         return ""
     k, n, p = sm.first
     lk, ln = sm.later
-    verdict = ("slower on a cold engine, beyond chance" if p is not None and p < 0.05 and k > n / 2
-               else "faster on a cold engine, beyond chance" if p is not None and p < 0.05
-               else "no difference established")
     out = ["### Cold engines: the first engine of a leg and model on a machine", "",
            "An engine is *cold* when it compiles its graphs and kernels from an empty cache (the first engine of a "
            "leg and model on a machine), *warm* when it loads what an earlier engine left; compiling costs start-up time, "
@@ -41,7 +33,7 @@ def coldstart_md(st: Study) -> str:
            f"compiled. Where a cell has runs of both kinds, the cold runs' median speed against the warm runs' median "
            f"(warm runs of the same machine where there are any; below 1, the cold runs were slower). Cells whose cold "
            f"run was the first workload its engine timed, one per cold engine: **{k} of {n} slower**, {_p(p)}: "
-           f"{verdict}. The cold engines' later workloads: {lk} of {ln} slower (not tested: they share those "
+           f"{sm.verdict}. The cold engines' later workloads: {lk} of {ln} slower (not tested: they share those "
            f"engines). Where cold engines do measure apart, it is the first repeat of each leg and model on each "
            f"machine that carries it: a series can start with an engine kept out of its numbers (`harness "
            f"sweep --prime`, `harness check crosscheck --prime`), or read those runs apart.", "",

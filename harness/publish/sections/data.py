@@ -9,8 +9,8 @@ import pandas as pd
 from harness import workloads
 from harness.analyze import tables
 from harness.analyze.tables import _legs, markdown_table
-from harness.publish import wording as w
-from harness.publish.claims.base import models, passes
+from harness.analyze import wording as w
+from harness.analyze.claims.base import models, passes
 from harness.publish.study import Study
 
 

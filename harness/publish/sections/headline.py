@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from harness.analyze.tables import _legs, markdown_table, ticked
-from harness.publish import wording as w
-from harness.publish.claims import Claim
-from harness.publish.claims.base import models, pair_id
+from harness.analyze import wording as w
+from harness.analyze.claims import Claim
+from harness.analyze.claims.base import models, pair_id
 from harness.publish.sections.overview import devices, repeat_summary
 from harness.publish.study import Study
 

@@ -6,7 +6,6 @@ between consecutive releases, and in the column of a release where a model has n
 from __future__ import annotations
 
 import re
-import statistics
 
 import pandas as pd
 
@@ -16,7 +15,6 @@ from harness.analyze.failure import attributions_by_model
 from harness.analyze.fmt import ticked
 from harness.publish.study import Study
 
-SIM_REPS = 2000   # simulated flat series behind the false change-point rate printed (seeded)
 
 
 def history_section(st: Study) -> hist.HistoryView | None:
@@ -62,17 +60,13 @@ def _cell(p: hist.Point, kind: str, new_level: bool, why: str | None) -> str:
 
 
 def _simulation(view: hist.HistoryView) -> str:
-    sigmas = [s.sigma for s in view.series if s.sigma is not None]
-    if not sigmas:
+    sim = hist.simulated_rates(view)
+    if sim is None:
         return "No release has two samples or more: no step detection and no simulation."
-    sd = statistics.median(sigmas)
-    k = max(sum(p.value is not None for p in s.points) for s in view.series)
-    n = max(1, round(statistics.median(p.n for s in view.series for p in s.points if p.n)))
-    flat = hist.changepoint_rates(k, n, log_sd=sd, reps=SIM_REPS, alpha=view.alpha, seed=0)
-    step = hist.changepoint_rates(k, n, log_sd=sd, step=0.10, reps=SIM_REPS, alpha=view.alpha, seed=1)
-    return (f"Simulated with the measured noise (median within-release sd of the log samples {sd:.4f}; {k} releases, "
-            f"{n} samples each; {SIM_REPS} series, seeded): a flat series gains a change point in {flat:.1%} of "
-            f"series; a 10% step in the middle is found at its release in {step:.1%}.")
+    return (f"Simulated with the measured noise (median within-release sd of the log samples {sim.log_sd:.4f}; "
+            f"{sim.releases} releases, {sim.n} samples each; {sim.reps} series, seeded): a flat series gains a change "
+            f"point in {sim.flat:.1%} of series; a {sim.step:.0%} step in the middle is found at its release in "
+            f"{sim.found:.1%}.")
 
 
 def history_md(st: Study) -> str:

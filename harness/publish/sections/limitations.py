@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.analyze.stats import spread
+import pandas as pd
+
 from harness.analyze.tables import _legs, ticked
-from harness.publish import wording as w
-from harness.publish.claims.base import models, passes
-from harness.publish.locate import rel
+from harness.analyze import wording as w
+from harness.analyze.claims.base import models, passes
+from harness.core.locate import rel
 from harness.publish.sections.overview import devices, other_repeats
 from harness.publish.study import Study
 
@@ -34,8 +35,8 @@ def limitations(st: Study) -> list[str]:
                     f"reads \"undecided\", not \"no difference\".")
             items.append(txt)
         else:
-            worst = max(((spread(s) or 0.0, m, wl, lg) for s, m, wl, lg in
-                         zip(cells["samples"], cells["model"], cells["workload"], cells["leg_label"])), default=None)
+            worst = max(((0.0 if pd.isna(s) else float(s), m, wl, lg) for s, m, wl, lg in
+                         zip(cells["spread"], cells["model"], cells["workload"], cells["leg_label"])), default=None)
             if worst:
                 sp, m, wl, lg = worst
                 items.append(f"**Dispersion.** Every canonical figure is the median of {w.span(cells['n'])} "

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 
 from harness.analyze.tables import _legs
-from harness.publish.locate import rel
+from harness.core.locate import rel
 from harness.publish.study import Study
 
 

@@ -7,8 +7,8 @@ import pandas as pd
 from harness.analyze.canonical import Canonical
 from harness.analyze.stats import ALPHA, METHOD
 from harness.analyze.tables import _legs, markdown_table, ticked
-from harness.publish import wording as w
-from harness.publish.locate import rel
+from harness.analyze import wording as w
+from harness.core.locate import rel
 from harness.publish.study import Study
 
 

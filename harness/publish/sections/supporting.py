@@ -9,10 +9,9 @@ from typing import Any, Literal
 import pandas as pd
 
 from harness import workloads
-from harness.analyze.stats import spread
 from harness.analyze.tables import MISSING, _legs, markdown_table, model_order, order_frame, ticked
 from harness.core.errors import UserError
-from harness.publish import wording as w
+from harness.analyze import wording as w
 from harness.publish.study import Study
 
 SeriesKind = Literal["exit-status", "repeats", "one-leg", "arms"]
@@ -49,7 +48,7 @@ def one_leg_values(st: Study, series: str) -> pd.DataFrame:
     for c in canon.cells.to_dict("records"):
         r = runs[(runs["leg"] == c["leg"]) & (runs["model"] == c["model"]) & (runs["workload"] == c["workload"])]
         rows.append({"leg": c["leg"], "model": c["model"], "workload": c["workload"], "kind": c["kind"],
-                     "value": float(c["value"]), "n": int(c["n"]), "spread": spread(c["samples"]),
+                     "value": float(c["value"]), "n": int(c["n"]), "spread": c["spread"],
                      "timed_s": r["timed_s"].median(), "wall_s": r["wall_s"].median(),
                      "engine_mode": ", ".join(sorted(set(r["engine_mode"].dropna())))})
     out = pd.DataFrame(rows, columns=["leg", "model", "workload", "kind", "value", "n", "spread", "timed_s",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from harness.analyze import sweeptime
 from harness.analyze.fmt import fmt_share as pct
-from harness.publish import wording as w
+from harness.analyze import wording as w
 from harness.publish.study import Study
 
 

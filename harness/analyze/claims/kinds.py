@@ -1,6 +1,6 @@
 """The claim kinds: each reads the canonical runs and returns its claims with the sentence the data
 supports. Kinds of a step (`fn(ctx, pair)`) run once per pair of consecutive legs; kinds of the
-study (`fn(ctx)`) once. Which kinds a study checks is `harness.publish.claims.REGISTRY` with the
+study (`fn(ctx)`) once. Which kinds a study checks is `harness.analyze.claims.REGISTRY` with the
 study's own `report.claims`."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from harness.analyze import stats
 from harness.analyze.canonical import Canonical
 from harness.analyze.verdicts import study_verdicts
 from harness.analyze.tables import fmt_tok_s, ticked
-from harness.publish import wording as w
-from harness.publish.claims.base import (
+from harness.analyze import wording as w
+from harness.analyze.claims.base import (
     Claim, ClaimParams, Context, Pair, Step, below, cells_by_key, flat, model_class, models, pair_id, passes,
     steps, table_rows,
 )

@@ -68,7 +68,7 @@ class CitationConfig(Frozen):
 class ReportConfig(Frozen):
     # Claim ids that must hold: a list, a comma-separated string, or true for all.
     strict_claims: list[str] | str | bool = Field(default_factory=list)
-    # Study-specific claim kinds (ids of `harness.publish.claims.REGISTRY`), checked beside the generic ones.
+    # Study-specific claim kinds (ids of `harness.analyze.claims.REGISTRY`), checked beside the generic ones.
     claims: tuple[str, ...] = ()
     model_classes: ModelClasses | None = None
     # Notebook file names under notebooks/ that the page's diagnostics section points to.

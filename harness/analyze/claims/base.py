@@ -11,7 +11,7 @@ from harness.analyze.canonical import Canonical
 from harness.analyze.stats import Ratio
 from harness.analyze.tables import model_order, order_frame
 from harness.analyze.verdicts import study_verdicts
-from harness.publish.config import ModelClasses
+from harness.schema.report_config import ModelClasses
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,10 +19,10 @@ from typing import Literal
 
 from harness.analyze.canonical import Canonical
 from harness.analyze.tables import _legs
-from harness.publish.claims import kinds
-from harness.publish.claims.base import Claim, ClaimParams, Context, Pair, Step, model_class, steps
-from harness.publish.config import ModelClasses
-from harness.publish.strict import ClaimFailed, check_strict, strict_ids
+from harness.analyze.claims import kinds
+from harness.analyze.claims.base import Claim, ClaimParams, Context, Pair, Step, model_class, steps
+from harness.schema.report_config import ModelClasses
+from harness.analyze.strict import ClaimFailed, check_strict, strict_ids
 
 
 @dataclass(frozen=True)
