@@ -155,3 +155,20 @@ def test_make_mains_deciding_time_takes_the_instance_variance_from_the_aa_studie
     assert "results/cpu-instance-variance" in lines[0] and "results/cpu-aa" in lines[0]
     out = subprocess.run(["make", "-n", "main", "MAIN_STUDY=x"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert "harness.analyze.engine_variance time-to-decide results/x --instances" in out.stdout
+
+
+def test_pooled_components_count_every_studys_blocks_as_instances_of_their_own():
+    # Two shipped paired studies of the same legs (cpu-tiny: 4 blocks, cpu-tiny-paired: 4 blocks): pooled,
+    # each cell has 8 blocks, none merged across studies, and the estimate has the pooled degrees of freedom.
+    a, b = load(ROOT / "results" / "cpu-tiny"), load(PAIRED)
+    legs = ("cpu-0.27.1", "cpu-0.32.0")
+    pooled = ev.pooled_pair_logs([a, b], *legs)
+    assert pooled and all(len(blocks) == 8 for blocks in pooled.values())
+    assert {k[0] for blocks in pooled.values() for k in blocks} == {"cpu-tiny", "cpu-tiny-paired"}
+    one, both = ev.engine_variance(a, *legs), ev.engine_variance(a, *legs, pool=[b])
+    assert both.blocks == one.blocks + ev.engine_variance(b, *legs).blocks
+    assert both.pairs == one.pairs + ev.engine_variance(b, *legs).pairs
+    out = subprocess.run([sys.executable, "-m", "harness.analyze.engine_variance", "components",
+                          str(ROOT / "results" / "cpu-tiny"), "--pool", str(PAIRED)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0 and "pooled with" in out.stdout and "in 32 blocks" in out.stdout

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -99,14 +100,30 @@ def estimate(cells: dict[tuple[str, str], dict], *, confidence: float = 0.95) ->
                           engine_sd=math.sqrt(tau2), engine_sd_upper=math.sqrt(tau2_up))
 
 
-def engine_variance(ds: Dataset, old: str, new: str, *, series: str | None = None) -> EngineVariance:
-    """The engine-instance sd and its 95% upper bound from two legs' paired passes in `ds`."""
-    return estimate(pair_logs(ds, old, new, series=series))
+def pooled_pair_logs(dss: list[Dataset], old: str, new: str) -> dict[tuple[str, str], dict[tuple, list[float]]]:
+    """`pair_logs` of several studies of the same two legs, their blocks kept apart by study folder:
+    each `make main` is its own study, and its four blocks are four more engine instances per leg."""
+    out: dict[tuple[str, str], dict[tuple, list[float]]] = {}
+    for ds in dss:
+        for cell, blocks in pair_logs(ds, old, new).items():
+            for key, d in blocks.items():
+                out.setdefault(cell, {})[(Path(ds.root).name, *key)] = d
+    return out
 
 
-def by_workload(ds: Dataset, old: str, new: str, *, series: str | None = None) -> dict[tuple[str, str], EngineVariance]:
+def engine_variance(ds: Dataset, old: str, new: str, *, series: str | None = None,
+                    pool: list[Dataset] = ()) -> EngineVariance:
+    """The engine-instance sd and its 95% upper bound from two legs' paired passes in `ds` (and in the
+    studies of `pool`, pooled with it; `series` then must be None)."""
+    logs = pooled_pair_logs([ds, *pool], old, new) if pool else pair_logs(ds, old, new, series=series)
+    return estimate(logs)
+
+
+def by_workload(ds: Dataset, old: str, new: str, *, series: str | None = None,
+                pool: list[Dataset] = ()) -> dict[tuple[str, str], EngineVariance]:
     """`engine_variance` for each (model, workload) cell alone: its own blocks - 1 degrees of freedom."""
-    return {cell: estimate({cell: blocks}) for cell, blocks in sorted(pair_logs(ds, old, new, series=series).items())}
+    logs = pooled_pair_logs([ds, *pool], old, new) if pool else pair_logs(ds, old, new, series=series)
+    return {cell: estimate({cell: blocks}) for cell, blocks in sorted(logs.items())}
 
 
 def engine_variance_md(ev: EngineVariance) -> str:
@@ -350,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("components", help="per-workload instance sd and its 95%% upper bound of two legs")
     c.add_argument("study")
     c.add_argument("legs", nargs="*", help="old new (default: the study's A/A group, else its two legs)")
+    c.add_argument("--pool", nargs="*", default=[], metavar="STUDY",
+                   help="more studies of the same two legs whose blocks are pooled with the first's")
     v = sub.add_parser("verdicts", help="every series' verdicts as the tables give them, and their counts")
     v.add_argument("study")
     t = sub.add_parser("time-to-decide", help="per cell, the cheapest design that would decide it")
@@ -375,9 +394,11 @@ def main(argv: list[str] | None = None) -> int:
         legs = a.legs or (list(groups[0]["legs"][:2]) if groups else list(ds.study.leg_names))
         if len(legs) != 2:
             raise UserError(f"{a.study}: name two legs (old new); the study has {len(legs)}")
-        print(f"{a.study}: {legs[0]} vs {legs[1]}" + (" (an A/A: one stack)" if groups else ""))
-        print(engine_variance_md(engine_variance(ds, *legs)), end="")
-        for (model, wl), ev in by_workload(ds, *legs).items():
+        pool = [load(x) for x in a.pool]
+        print(f"{a.study}: {legs[0]} vs {legs[1]}" + (" (an A/A: one stack)" if groups else "")
+              + (f"; pooled with {', '.join(a.pool)}" if pool else ""))
+        print(engine_variance_md(engine_variance(ds, *legs, pool=pool)), end="")
+        for (model, wl), ev in by_workload(ds, *legs, pool=pool).items():
             print(f"  {model} · {wl}: " + engine_variance_md(ev), end="")
         return 0
     except UserError as e:
