@@ -43,15 +43,19 @@ setup: $(VENV)/.installed
 MAIN_SCENARIO ?= $(STUDY)
 # The paired, interleaved design (docs/paired.md): per engine block one engine per leg, both resident,
 # timed passes alternating A B / B A; four blocks of three rounds. The blocks are the unit of replication:
-# on this host an engine instance's own speed could be bounded only at sd <= 0.05 (results/cpu-modes,
-# results/cpu-tiny-paired), as large as a pass's noise, so the rule uses block means (3 degrees of freedom
-# with four blocks; two blocks would decide nothing). A block costs one engine start (both legs' engines
+# on this host an engine instance's own speed could be bounded only at sd <= 0.023-0.038 (16 instances per
+# leg, results/cpu-tiny/README.md), too large for the pairs to be the units, so the rule uses block means
+# (3 degrees of freedom with four blocks; two blocks would decide nothing). A block costs one engine start (both legs' engines
 # start side by side) and 22 s a round. MAIN_DESIGN= measures serially.
 MAIN_DESIGN ?= --design paired --blocks 4 --pairs 3
 # After the report, per cell and for the table, the engine blocks x pairs (and minutes) that would decide
 # it at this run's ratios and pass noise, with each leg's engine-instance variance from the A/A studies
 # that measured it (engine_variance.time_to_decide_lines).
-DECIDE_ARGS ?= --instances results/cpu-instance-variance results/cpu-aa
+# Then the same at the ratios, pass noise and engine-block variance of this run pooled with the shipped
+# idle-host runs of this design (16 engine instances per leg with this run's): one run's four blocks
+# size a design poorly (results/cpu-tiny/README.md).
+DECIDE_ARGS ?= --instances results/cpu-instance-variance results/cpu-aa \
+	--pool results/cpu-tiny results/cpu-tiny-run1 results/cpu-tiny-run2 results/cpu-tiny-paired
 ifndef MAIN_STUDY
 MAIN_STUDY := local-$(shell hostname | tr -c 'A-Za-z0-9.\n-' '_')-$(shell date +%Y%m%d-%H%M)
 endif

@@ -14,6 +14,7 @@ import pytest
 from harness.analyze import engine_variance as ev
 from harness.analyze import simulation as sim
 from harness.analyze.dataset import load
+from harness.core.errors import UserError
 from harness.analyze.significance import decide_table, decided_how, fpr_limit, nested_paired
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +99,8 @@ def test_time_to_decide_lines_for_a_shipped_paired_study():
     lines = ev.time_to_decide_lines(str(PAIRED), [str(PAIRED)])
     assert "this run's own blocks" in lines[0]
     assert sum(" · " in ln and "x)" in ln for ln in lines) == 4
-    assert lines[-2].startswith("  3 of 4 cells in one sweep:") and lines[-1].startswith("  4 of 4 cells")
+    assert lines[-3].startswith("  3 of 4 cells in one sweep:") and lines[-2].startswith("  4 of 4 cells")
+    assert lines[-1].startswith("  decided in this run:")
     # A cell the study's verdict object decided says so, with that verdict, and the count agrees.
     from harness.analyze.canonical import canonicalize
     from harness.analyze.verdicts import study_verdicts
@@ -158,17 +160,49 @@ def test_make_mains_deciding_time_takes_the_instance_variance_from_the_aa_studie
 
 
 def test_pooled_components_count_every_studys_blocks_as_instances_of_their_own():
-    # Two shipped paired studies of the same legs (cpu-tiny: 4 blocks, cpu-tiny-paired: 4 blocks): pooled,
-    # each cell has 8 blocks, none merged across studies, and the estimate has the pooled degrees of freedom.
-    a, b = load(ROOT / "results" / "cpu-tiny"), load(PAIRED)
+    # Two shipped paired studies of the same legs (cpu-tiny-paired: 4 blocks; cpu-modes' paired blocks):
+    # pooled, each study's blocks stay its own cells (about that study's mean), the pairs and blocks add up,
+    # and each cell's upper limit has the studies' degrees of freedom together (a tighter bound than one's).
+    a, b = load(PAIRED), load(ROOT / "results" / "cpu-tiny-serial")
     legs = ("cpu-0.27.1", "cpu-0.32.0")
-    pooled = ev.pooled_pair_logs([a, b], *legs)
-    assert pooled and all(len(blocks) == 8 for blocks in pooled.values())
-    assert {k[0] for blocks in pooled.values() for k in blocks} == {"cpu-tiny", "cpu-tiny-paired"}
-    one, both = ev.engine_variance(a, *legs), ev.engine_variance(a, *legs, pool=[b])
-    assert both.blocks == one.blocks + ev.engine_variance(b, *legs).blocks
-    assert both.pairs == one.pairs + ev.engine_variance(b, *legs).pairs
+    c = load(ROOT / "results" / "cpu-modes")
+    logs = ev.study_pair_logs([a, c], *legs)
+    assert {k[0] for k in logs} == {"cpu-tiny-paired", "cpu-modes"}
+    one, both = ev.engine_variance(a, *legs), ev.engine_variance(a, *legs, pool=[c])
+    assert both.blocks == one.blocks + ev.engine_variance(c, *legs).blocks
+    assert both.pairs == one.pairs + ev.engine_variance(c, *legs).pairs
+    # A shift of the whole study (every pair of the second study moved by 0.2) is no instance variance.
+    shifted = {k: {bk: [d + (0.2 if k[0] == "cpu-modes" else 0.0) for d in bl] for bk, bl in v.items()}
+               for k, v in logs.items()}
+    assert ev.estimate(shifted).engine_sd == pytest.approx(ev.estimate(logs).engine_sd)
+    cell = next(iter(ev.by_workload(a, *legs)))
+    assert ev.by_workload(a, *legs, pool=[c])[cell].engine_sd_upper <= ev.by_workload(a, *legs)[cell].engine_sd_upper * 1.5
+    with pytest.raises(UserError, match="named twice"):
+        ev.study_pair_logs([a, a], *legs)
+    assert ev.engine_variance(b, *legs).blocks == 0   # a serial study has no paired blocks to pool
     out = subprocess.run([sys.executable, "-m", "harness.analyze.engine_variance", "components",
-                          str(ROOT / "results" / "cpu-tiny"), "--pool", str(PAIRED)],
+                          str(PAIRED), "--pool", str(ROOT / "results" / "cpu-modes")],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert out.returncode == 0 and "pooled with" in out.stdout and "in 32 blocks" in out.stdout
+    assert out.returncode == 0 and "pooled with" in out.stdout, out.stderr
+    out = subprocess.run([sys.executable, "-m", "harness.analyze.engine_variance", "time-to-decide",
+                          str(PAIRED), "--pool", str(ROOT / "results" / "cpu-modes")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0 and "results/cpu-modes together" in out.stdout, out.stderr
+
+
+def test_make_mains_deciding_time_pools_the_shipped_idle_host_runs():
+    # DECIDE_ARGS pools the shipped make-main runs; the pooled section sizes the design from their blocks
+    # together, and a run that is itself among the pooled folders is counted once.
+    out = subprocess.run(["make", "-n", "main", "MAIN_STUDY=x"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    pool = ["results/cpu-tiny", "results/cpu-tiny-run1", "results/cpu-tiny-run2", "results/cpu-tiny-paired"]
+    assert "--pool " + " ".join(pool) in " ".join(out.stdout.split())
+    lines = ev.time_to_decide_lines(str(ROOT / "results" / "cpu-tiny-run1"), [],
+                                    [str(ROOT / p) for p in pool])
+    at = next(i for i, x in enumerate(lines) if x.startswith("the same at the ratios"))
+    assert "(4 studies' blocks" in lines[at] and "cpu-tiny-run1," not in lines[at]
+    assert sum("cells in one sweep" in x for x in lines[at:]) == 2
+    own, _ = ev.time_to_decide(load(ROOT / "results" / "cpu-tiny-run1"))
+    pooled, _ = ev.time_to_decide(load(ROOT / "results" / "cpu-tiny-run1"),
+                                  pool=[load(ROOT / p) for p in pool if p != "results/cpu-tiny-run1"])
+    # The pooled ratio of a cell is the mean over every study's pairs, not this run's alone.
+    assert any(abs(a.ratio - b.ratio) > 1e-6 for a, b in zip(own, pooled))

@@ -66,7 +66,11 @@ def pair_logs(ds: Dataset, old: str, new: str, *, series: str | None = None
     return out
 
 
-def estimate(cells: dict[tuple[str, str], dict], *, confidence: float = 0.95) -> EngineVariance:
+def estimate(cells: dict[tuple, dict], *, confidence: float = 0.95, df_upper: int | None = None) -> EngineVariance:
+    """The components from `cells` ({cell: {block: [d, ...]}}), each cell's blocks about that cell's own
+    mean. `df_upper`: the degrees of freedom of the upper limit, where the caller knows them (pooled
+    studies: their blocks are independent engines, so their degrees of freedom add); default, those of
+    the cell with the most blocks (one study's cells share their blocks' engines)."""
     from scipy import stats as sps
 
     ssw = ssb = 0.0
@@ -92,6 +96,7 @@ def estimate(cells: dict[tuple[str, str], dict], *, confidence: float = 0.95) ->
     if dfb == 0 or dfw == 0:
         return EngineVariance(cells=n_cells, blocks=n_blocks, pairs=n_pairs, pair_sd=None, engine_sd=None,
                               engine_sd_upper=None)
+    df_one = min(df_upper, dfb) if df_upper else df_one
     msw, msb, n0 = ssw / dfw, ssb / dfb, n0_num / n0_den
     tau2 = max(0.0, (msb - msw) / n0) / 2
     upper_msb = df_one * msb / float(sps.chi2.ppf(1 - confidence, df_one))
@@ -100,30 +105,49 @@ def estimate(cells: dict[tuple[str, str], dict], *, confidence: float = 0.95) ->
                           engine_sd=math.sqrt(tau2), engine_sd_upper=math.sqrt(tau2_up))
 
 
-def pooled_pair_logs(dss: list[Dataset], old: str, new: str) -> dict[tuple[str, str], dict[tuple, list[float]]]:
-    """`pair_logs` of several studies of the same two legs, their blocks kept apart by study folder:
-    each `make main` is its own study, and its four blocks are four more engine instances per leg."""
-    out: dict[tuple[str, str], dict[tuple, list[float]]] = {}
+def study_pair_logs(dss: list[Dataset], old: str, new: str
+                    ) -> dict[tuple[str, str, str], dict[tuple[str, int], list[float]]]:
+    """`pair_logs` of several studies of the same two legs, {(study folder, model, workload): blocks}:
+    each `make main` is a study of its own, and its blocks are more engine instances per leg. A study's
+    blocks are taken about that study's own mean, so a day-to-day shift of the ratio between studies
+    is not counted as engine-instance variance."""
+    out: dict[tuple[str, str, str], dict[tuple[str, int], list[float]]] = {}
     for ds in dss:
-        for cell, blocks in pair_logs(ds, old, new).items():
-            for key, d in blocks.items():
-                out.setdefault(cell, {})[(Path(ds.root).name, *key)] = d
+        name = Path(ds.root).name
+        if any(k[0] == name for k in out):
+            raise UserError(f"{ds.root}: named twice among the pooled studies")
+        for (model, wl), blocks in pair_logs(ds, old, new).items():
+            out[(name, model, wl)] = blocks
     return out
+
+
+def _pooled(logs: dict[tuple[str, str, str], dict], cell: tuple[str, str] | None = None) -> EngineVariance:
+    """`estimate` over pooled studies' cells (one (model, workload) `cell`, or all): the upper limit's
+    degrees of freedom add over studies (independent engines), within a study those of its largest cell."""
+    mine = {k: v for k, v in logs.items() if cell is None or k[1:] == cell}
+    per_study: dict[str, int] = {}
+    for (study, *_), blocks in mine.items():
+        per_study[study] = max(per_study.get(study, 0), len(blocks) - 1)
+    return estimate(mine, df_upper=sum(per_study.values()) or None)
 
 
 def engine_variance(ds: Dataset, old: str, new: str, *, series: str | None = None,
                     pool: list[Dataset] = ()) -> EngineVariance:
     """The engine-instance sd and its 95% upper bound from two legs' paired passes in `ds` (and in the
-    studies of `pool`, pooled with it; `series` then must be None)."""
-    logs = pooled_pair_logs([ds, *pool], old, new) if pool else pair_logs(ds, old, new, series=series)
-    return estimate(logs)
+    studies of `pool`, pooled with it)."""
+    if pool:
+        return _pooled(study_pair_logs([ds, *pool], old, new))
+    return estimate(pair_logs(ds, old, new, series=series))
 
 
 def by_workload(ds: Dataset, old: str, new: str, *, series: str | None = None,
                 pool: list[Dataset] = ()) -> dict[tuple[str, str], EngineVariance]:
-    """`engine_variance` for each (model, workload) cell alone: its own blocks - 1 degrees of freedom."""
-    logs = pooled_pair_logs([ds, *pool], old, new) if pool else pair_logs(ds, old, new, series=series)
-    return {cell: estimate({cell: blocks}) for cell, blocks in sorted(logs.items())}
+    """`engine_variance` for each (model, workload) cell alone: its own blocks - 1 degrees of freedom
+    (summed over the studies of `pool`)."""
+    if pool:
+        logs = study_pair_logs([ds, *pool], old, new)
+        return {cell: _pooled(logs, cell) for cell in sorted({k[1:] for k in logs})}
+    return {cell: estimate({cell: blocks}) for cell, blocks in sorted(pair_logs(ds, old, new, series=series).items())}
 
 
 def engine_variance_md(ev: EngineVariance) -> str:
@@ -262,9 +286,14 @@ def instance_taus(instances: list[Dataset]) -> dict[tuple[str, tuple[str, str]],
     return out
 
 
-def time_to_decide(ds: Dataset, *, instances: list[Dataset] = ()) -> tuple[list[CellTime], BlockCost | None]:
+def time_to_decide(ds: Dataset, *, instances: list[Dataset] = (), pool: list[Dataset] = ()
+                   ) -> tuple[list[CellTime], BlockCost | None]:
     """For each (model, workload) cell of a two-leg paired study: the cheapest design that would decide
-    it (80% power at the study's own ratio and pass noise, the rule the study declares)."""
+    it (80% power at the study's own ratio and pass noise, the rule the study declares). With `pool`
+    (more studies of the same two legs, e.g. earlier `make main` runs), the ratio, pass noise and
+    block variance are those of every study's blocks together (each study about its own mean), which
+    one run's four blocks estimate poorly; `instances`, where they measured both legs, still give the
+    block variance."""
     from harness.analyze.significance import default_margin, nested_paired
 
     legs = list(ds.study.leg_names)
@@ -276,50 +305,74 @@ def time_to_decide(ds: Dataset, *, instances: list[Dataset] = ()) -> tuple[list[
     extra = ds.study.extra
     margin = extra.get("margin") or default_margin("cpu" if any("cpu" in x for x in legs) else "gpu")
     engine_sd = extra.get("engine_sd")
+    logs = study_pair_logs([ds, *pool], old, new) if pool else {}
     out = []
     for cell, blocks in sorted(pair_logs(ds, old, new, series=ds.study.main_series).items()):
         res = nested_paired(list(blocks.values()), margin=margin)
         if res.pair_sd is None or cost is None:
             continue
-        m = float(np.mean(np.concatenate([np.asarray(b) for b in blocks.values()])))
+        if pool:
+            ev = _pooled(logs, cell)
+            ds_ = [d for k, bl in logs.items() if k[1:] == cell for b in bl.values() for d in b]
+            m, pv, own_bv = float(np.mean(ds_)), (ev.pair_sd or 0.0) ** 2, 2 * (ev.engine_sd or 0.0) ** 2
+        else:
+            m = float(np.mean(np.concatenate([np.asarray(b) for b in blocks.values()])))
+            pv, own_bv = res.pair_sd ** 2, (res.block_sd or 0.0) ** 2
         known = (old, cell) in taus and (new, cell) in taus
-        bv = taus[(old, cell)] + taus[(new, cell)] if known else (res.block_sd or 0.0) ** 2
-        plan = cheapest_design([(m, res.pair_sd ** 2, bv)], cost, margin=margin, engine_sd=engine_sd)
-        out.append(CellTime(model=cell[0], workload=cell[1], ratio=math.exp(m), pair_var=res.pair_sd ** 2,
+        bv = taus[(old, cell)] + taus[(new, cell)] if known else own_bv
+        plan = cheapest_design([(m, pv, bv)], cost, margin=margin, engine_sd=engine_sd)
+        out.append(CellTime(model=cell[0], workload=cell[1], ratio=math.exp(m), pair_var=pv,
                             block_var=bv, from_instances=known, plan=plan))
     return out, cost
 
 
-def time_to_decide_lines(study: str, instances: list[str] = ()) -> list[str]:
+def time_to_decide_lines(study: str, instances: list[str] = (), pool: list[str] = ()) -> list[str]:
     """What `make main` prints at its end: per cell, and for 3 and all 4 cells of its table, the engine
-    blocks x pairs and minutes of measuring that would decide them (see `time_to_decide`)."""
+    blocks x pairs and minutes of measuring that would decide them (see `time_to_decide`): first at this
+    run's own ratios and pass noise (with `instances`' engine-instance variance), then, with `pool`, at
+    the ratios, pass noise and block variance of this run and the pooled studies together. One run's
+    four blocks size a design poorly (three idle-host runs of one commit put "3 of 4" at 14, 38 and 70
+    minutes); the pooled figure is the steadier one."""
     from harness.analyze.dataset import load
 
     ds = load(study)
+    decided = _decided_cells(ds)
+    margin = ds.study.extra.get("margin") or 0.05
+    engine_sd = ds.study.extra.get("engine_sd")
     cells, cost = time_to_decide(ds, instances=[load(p) for p in instances])
     if cost is None or not cells:
         return [f"time to decide: {study} has no paired blocks to size a design from"]
-    extra = ds.study.extra
-    margin = extra.get("margin") or 0.05
     src = ", ".join(instances) if instances and all(c.from_instances for c in cells) else "this run's own blocks"
     lines = [f"time to decide (80% power at this run's ratios and pass noise; engine-instance variance from {src}; "
              f"a block costs {cost.setup_s:.0f} s + {cost.round_s:.0f} s a round here; measuring time only):"]
+    lines += _plan_lines(cells, cost, decided, margin=margin, engine_sd=engine_sd)
+    lines.append(f"  decided in this run: {sum(1 for c in cells if (c.model, c.workload) in decided)} of {len(cells)} cells")
+    # The run itself may be one of the pooled studies (make main into a shipped folder's name): once.
+    pool = [p for p in pool if Path(p).resolve() != Path(study).resolve()]
+    if pool:
+        pooled, _ = time_to_decide(ds, pool=[load(p) for p in pool])
+        lines.append(f"the same at the ratios, pass noise and engine-block variance of this run and {', '.join(pool)} "
+                     f"together ({len(pool) + 1} studies' blocks, each study about its own mean):")
+        lines += _plan_lines(pooled, cost, decided, margin=margin, engine_sd=engine_sd)
+    return lines
 
+
+def _plan_lines(cells: list[CellTime], cost: BlockCost, decided: dict[tuple[str, str], str], *,
+                margin: float, engine_sd: float | None) -> list[str]:
     def say(p: Plan | None) -> str:
         return ("no design up to 60 blocks x 12 pairs" if p is None else
                 f"{p.blocks} blocks x {p.pairs} pairs, about {p.seconds / 60:.0f} min")
+    out = []
     # A cell this run already decided says so (the study's one verdict), not a design it no longer needs.
-    decided = _decided_cells(ds)
     for c in cells:
         v = decided.get((c.model, c.workload))
-        lines.append(f"  {c.model} · {c.workload} ({c.ratio:.2f}x): "
-                     + (f"decided in this run ({v}); to decide it again: {say(c.plan)}" if v else say(c.plan)))
-    lines.append(f"  decided in this run: {sum(1 for c in cells if (c.model, c.workload) in decided)} of {len(cells)} cells")
+        out.append(f"  {c.model} · {c.workload} ({c.ratio:.2f}x): "
+                   + (f"decided in this run ({v}); to decide it again: {say(c.plan)}" if v else say(c.plan)))
     params = [(math.log(c.ratio), c.pair_var, c.block_var) for c in cells]
     for need in sorted({min(3, len(cells)), len(cells)}):
-        p = cheapest_design(params, cost, margin=margin, engine_sd=extra.get("engine_sd"), need=need)
-        lines.append(f"  {need} of {len(cells)} cells in one sweep: {say(p)}")
-    return lines
+        p = cheapest_design(params, cost, margin=margin, engine_sd=engine_sd, need=need)
+        out.append(f"  {need} of {len(cells)} cells in one sweep: {say(p)}")
+    return out
 
 
 def _decided_cells(ds: Dataset) -> dict[tuple[str, str], str]:
@@ -374,10 +427,12 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("time-to-decide", help="per cell, the cheapest design that would decide it")
     t.add_argument("study")
     t.add_argument("--instances", nargs="*", default=[], help="A/A studies measuring the legs' instance variance")
+    t.add_argument("--pool", nargs="*", default=[], metavar="STUDY",
+                   help="more studies of the same two legs whose blocks give the ratios, pass noise and block variance")
     a = p.parse_args(argv)
     try:
         if a.cmd == "time-to-decide":
-            print("\n".join(time_to_decide_lines(a.study, a.instances)))
+            print("\n".join(time_to_decide_lines(a.study, a.instances, a.pool)))
             return 0
         ds = load(a.study)
         if a.cmd == "verdicts":
