@@ -369,3 +369,22 @@ def test_fake_crosscheck_again_refuses_resumes_or_supersedes_and_never_replaces_
     moved = list((tmp_path / "r" / "t" / "superseded").glob("*/serve-crosscheck/cpu-0.32.0--m--srv.json"))
     assert len(moved) == 1 and sxc.read(moved[0]) == both and (moved[0].parent / "cpu-0.32.0--m--srv" / "r2").is_dir()
     assert new.invocation_id != both.invocation_id and [r.repeat for r in new.repeats] == [1]
+
+
+def test_a_points_one_answer_is_its_band_and_the_ratio_cell_names_only_a_decided_difference():
+    # The shipped real record (results/cpu-serve-arrivals: two clients on one real server): the ratio's
+    # interval lies within ±3%, so the row says "within" once and no "undecided" stands beside it.
+    from harness.experiments.serve_crosscheck import load_all
+    from harness.experiments.serve_crosscheck_md import crosscheck_md
+
+    study = Path(__file__).resolve().parents[1] / "results" / "cpu-serve-arrivals"
+    recs = load_all(study)
+    row = next(ln for ln in crosscheck_md(recs).splitlines() if ln.startswith("| cpu-0.32.0 "))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[7] == "1.000 [0.998, 1.002]" and cells[8] == "within"
+    assert "undecided" not in row
+    # A decided difference is still named beside its interval.
+    o = recs[0].summary[0].output_tok_s.model_copy(update={"verdict": "harness higher"})
+    from harness.experiments.serve_crosscheck_md import _ratio_cell
+    assert _ratio_cell(o).endswith("] harness higher")
+    assert (study / "serve-crosscheck.md").read_text(encoding="utf-8") == crosscheck_md(recs)

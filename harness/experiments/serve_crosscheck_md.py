@@ -38,7 +38,10 @@ def _ratio_cell(c: Comparison) -> str:
     if c.ratio is None:
         return "—"
     if c.ci_low is not None and c.ci_high is not None:
-        return f"{c.ratio:.3f} [{c.ci_low:.3f}, {c.ci_high:.3f}] {c.verdict}"
+        # The band column is the point's one answer (does the harness agree with vLLM?); here only a
+        # difference the interval decides is named, so "undecided" never stands beside "within".
+        said = f" {c.verdict}" if c.verdict in ("harness higher", "harness lower") else ""
+        return f"{c.ratio:.3f} [{c.ci_low:.3f}, {c.ci_high:.3f}]{said}"
     return f"{c.ratio:.3f} ({c.verdict})"
 
 
