@@ -281,7 +281,14 @@ def test_site_of_two_studies_in_a_browser(quarto_render, tiny_render, tmp_path):
     text = index.read_text(encoding="utf-8")
     for name in ("h200", "cpu-tiny"):
         assert f'href="results/{name}/report/index.html"' in text and f'href="results/{name}/report/README.md"' in text
-    assert "cpu-tiny: 0.27 → 0.32" in text and "0.27 → 0.32: faster on 2, slower on 0, undecided on 2" in text
+    # The site's answer line is the study's one verdict object's (whatever the shipped run decided).
+    from harness.analyze.canonical import canonicalize
+    from harness.analyze.dataset import load
+    from harness.analyze.verdicts import step_sentence, study_verdicts
+
+    sv = study_verdicts(canonicalize(load(paths.RESULTS / "cpu-tiny")))
+    said = step_sentence(sv.step("cpu-0.27.1", "cpu-0.32.0"))
+    assert "cpu-tiny: 0.27 → 0.32" in text and f"0.27 → 0.32: {said}" in text, said
     assert "h200: 0.26" in text and "one leg (0.26)" in text
     pages = {"index.html": None, "results/h200/report/index.html": "h200",
              "results/cpu-tiny/report/index.html": "cpu-tiny"}
