@@ -9,6 +9,8 @@ folder can only be moved by patching `harness.core.paths.LEGS`.
 
 from __future__ import annotations
 
+import re
+
 import errno
 import json
 import math
@@ -509,7 +511,12 @@ def test_make_main_measures_into_a_new_study_folder(tmp_path):
                           text=True, timeout=60)
     out = proc.stdout
     assert "sweep cpu-tiny --study local-test-x" in out and "tables results/local-test-x" in out
-    assert "results/cpu-tiny" not in out
+    # The shipped study is only read (pooled into the time-to-decide lines), never a writer's target.
+    flat = " ".join(out.split())
+    assert "harness report results/local-test-x" in flat and "--study cpu-tiny " not in flat
+    cmds = [c for c in re.split(r"[;\n]", out) if "results/cpu-tiny" in c]
+    assert cmds and all("engine_variance time-to-decide results/local-test-x" in c for c in cmds), cmds
+    assert "--pool results/cpu-tiny results/cpu-tiny-run1" in flat
 
 
 # --- a second crosscheck keeps the first ------------------------------------------------------------
