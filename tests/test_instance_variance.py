@@ -206,3 +206,28 @@ def test_make_mains_deciding_time_pools_the_shipped_idle_host_runs():
                                   pool=[load(ROOT / p) for p in pool if p != "results/cpu-tiny-run1"])
     # The pooled ratio of a cell is the mean over every study's pairs, not this run's alone.
     assert any(abs(a.ratio - b.ratio) > 1e-6 for a, b in zip(own, pooled))
+
+
+def test_time_to_decide_sizes_every_line_at_the_margin_the_verdicts_use(tmp_path):
+    # A GPU study that declares no margin (a copy of h200-aa without its `margin:` line): its verdicts use
+    # the GPU default (±2%), and so do the per-cell plans and the table lines (which took 5% whenever
+    # study.yaml named none).
+    import shutil
+
+    from harness.analyze.canonical import canonicalize
+    from harness.analyze.verdicts import study_margin
+
+    study = tmp_path / "h200-aa"
+    shutil.copytree(ROOT / "results" / "h200-aa", study, ignore=shutil.ignore_patterns("report", "derived"))
+    y = study / "study.yaml"
+    y.write_text("".join(ln for ln in y.read_text().splitlines(True) if not ln.startswith("margin:")))
+    ds = load(study)
+    margin, source = study_margin(canonicalize(ds))
+    assert margin == 0.02 and "default" in source
+    cells, cost = ev.time_to_decide(ds)
+    assert cells and cost is not None
+    params = [(math.log(c.ratio), c.pair_var, c.block_var) for c in cells]
+    want = ev.cheapest_design(params, cost, margin=margin, need=len(cells))
+    lines = ev.time_to_decide_lines(str(study))
+    said = next(x for x in lines if x.startswith(f"  {len(cells)} of {len(cells)} cells in one sweep:"))
+    assert (f"{want.blocks} blocks x {want.pairs} pairs" in said) if want else "no design" in said

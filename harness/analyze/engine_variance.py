@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.analyze.canonical import Canonical, canonicalize
 from harness.analyze.dataset import Dataset
 from harness.core.errors import UserError
 from harness.workloads import metric_of
@@ -286,15 +287,15 @@ def instance_taus(instances: list[Dataset]) -> dict[tuple[str, tuple[str, str]],
     return out
 
 
-def time_to_decide(ds: Dataset, *, instances: list[Dataset] = (), pool: list[Dataset] = ()
-                   ) -> tuple[list[CellTime], BlockCost | None]:
+def time_to_decide(ds: Dataset, *, instances: list[Dataset] = (), pool: list[Dataset] = (),
+                   margin: float | None = None) -> tuple[list[CellTime], BlockCost | None]:
     """For each (model, workload) cell of a two-leg paired study: the cheapest design that would decide
     it (80% power at the study's own ratio and pass noise, the rule the study declares). With `pool`
     (more studies of the same two legs, e.g. earlier `make main` runs), the ratio, pass noise and
     block variance are those of every study's blocks together (each study about its own mean), which
     one run's four blocks estimate poorly; `instances`, where they measured both legs, still give the
     block variance."""
-    from harness.analyze.significance import default_margin, nested_paired
+    from harness.analyze.significance import nested_paired
 
     legs = list(ds.study.leg_names)
     if len(legs) != 2:
@@ -303,7 +304,8 @@ def time_to_decide(ds: Dataset, *, instances: list[Dataset] = (), pool: list[Dat
     cost = block_cost(ds, series=ds.study.main_series)
     taus = instance_taus(list(instances))
     extra = ds.study.extra
-    margin = extra.get("margin") or default_margin("cpu" if any("cpu" in x for x in legs) else "gpu")
+    # The margin the study's verdicts were decided at (`margin`: the caller already has it).
+    margin = _margin(canonicalize(ds)) if margin is None else margin
     engine_sd = extra.get("engine_sd")
     logs = study_pair_logs([ds, *pool], old, new) if pool else {}
     out = []
@@ -336,10 +338,11 @@ def time_to_decide_lines(study: str, instances: list[str] = (), pool: list[str] 
     from harness.analyze.dataset import load
 
     ds = load(study)
-    decided = _decided_cells(ds)
-    margin = ds.study.extra.get("margin") or 0.05
+    canon = canonicalize(ds)
+    decided = _decided_cells(canon)
+    margin = _margin(canon)
     engine_sd = ds.study.extra.get("engine_sd")
-    cells, cost = time_to_decide(ds, instances=[load(p) for p in instances])
+    cells, cost = time_to_decide(ds, instances=[load(p) for p in instances], margin=margin)
     if cost is None or not cells:
         return [f"time to decide: {study} has no paired blocks to size a design from"]
     src = ", ".join(instances) if instances and all(c.from_instances for c in cells) else "this run's own blocks"
@@ -350,7 +353,7 @@ def time_to_decide_lines(study: str, instances: list[str] = (), pool: list[str] 
     # The run itself may be one of the pooled studies (make main into a shipped folder's name): once.
     pool = [p for p in pool if Path(p).resolve() != Path(study).resolve()]
     if pool:
-        pooled, _ = time_to_decide(ds, pool=[load(p) for p in pool])
+        pooled, _ = time_to_decide(ds, pool=[load(p) for p in pool], margin=margin)
         lines.append(f"the same at the ratios, pass noise and engine-block variance of this run and {', '.join(pool)} "
                      f"together ({len(pool) + 1} studies' blocks, each study about its own mean):")
         lines += _plan_lines(pooled, cost, decided, margin=margin, engine_sd=engine_sd)
@@ -375,13 +378,19 @@ def _plan_lines(cells: list[CellTime], cost: BlockCost, decided: dict[tuple[str,
     return out
 
 
-def _decided_cells(ds: Dataset) -> dict[tuple[str, str], str]:
+def _decided_cells(canon: Canonical) -> dict[tuple[str, str], str]:
     """{(model, workload): verdict text} of the study's cells its one verdict object decided."""
-    from harness.analyze.canonical import canonicalize
     from harness.analyze.verdicts import study_verdicts
 
-    return {(c.model, c.workload): c.text for c in study_verdicts(canonicalize(ds)).cells
+    return {(c.model, c.workload): c.text for c in study_verdicts(canon).cells
             if c.verdict in ("faster", "slower", "equivalent")}
+
+
+def _margin(canon: Canonical) -> float:
+    """The equivalence margin the study's verdicts use (study.yaml's, else the device kind's default)."""
+    from harness.analyze.verdicts import study_margin
+
+    return study_margin(canon)[0]
 
 
 # --- the tables' verdicts of every series of a study (an A/A measured as several runs) ---------------
