@@ -322,3 +322,21 @@ def test_exported_files_are_readable_by_others_not_owner_only(tmp_path):
     st = load_study(paths.RESULTS / "cpu-tiny")
     for p in export(st.canon, tmp_path / "export"):
         assert p.stat().st_mode & 0o777 == 0o644, p.name
+
+
+def test_a_runs_folder_beside_the_checkout_does_not_lock_the_project(tmp_path, monkeypatch):
+    """A checkout cloned into a folder that also holds a `runs/` of its own (someone's logs): the
+    project's folders stay writable (fails before: every verb writing inside the checkout, the tiny
+    model's cache included, was refused as "inside the study" above it). A study outside the
+    checkout still protects what lies inside it."""
+    from harness.schema.outdir import check_folder
+    above = tmp_path / "work"
+    (above / "runs").mkdir(parents=True)
+    (above / "runs" / "make.log").write_text("someone's log\n")
+    proj = above / "checkout"
+    (proj / "results").mkdir(parents=True)
+    monkeypatch.setattr(paths, "PROJ_ROOT", proj)
+    monkeypatch.setattr(paths, "RESULTS", proj / "results")
+    assert check_folder(proj / ".cache" / "models" / "m", verb="tiny-model") == proj / ".cache" / "models" / "m"
+    with pytest.raises(Exception, match="inside the study"):
+        check_folder(above / "elsewhere" / "out", verb="tables")
