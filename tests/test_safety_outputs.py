@@ -18,8 +18,9 @@ import pytest
 
 from harness import cli
 from harness.core import paths
+from harness.core.errors import UserError
 from harness.schema import output_marker
-from harness.schema.outdir import FOLDER_MARKER, output_dir, output_file
+from harness.schema.outdir import FOLDER_MARKER, check_folder, output_dir, output_file
 from tests.test_bad_input import harness, one_line_error, snapshot
 
 TINY = paths.RESULTS / "cpu-tiny-serial"
@@ -329,7 +330,6 @@ def test_a_runs_folder_beside_the_checkout_does_not_lock_the_project(tmp_path, m
     project's folders stay writable (fails before: every verb writing inside the checkout, the tiny
     model's cache included, was refused as "inside the study" above it). A study outside the
     checkout still protects what lies inside it."""
-    from harness.schema.outdir import check_folder
     above = tmp_path / "work"
     (above / "runs").mkdir(parents=True)
     (above / "runs" / "make.log").write_text("someone's log\n")
@@ -338,5 +338,5 @@ def test_a_runs_folder_beside_the_checkout_does_not_lock_the_project(tmp_path, m
     monkeypatch.setattr(paths, "PROJ_ROOT", proj)
     monkeypatch.setattr(paths, "RESULTS", proj / "results")
     assert check_folder(proj / ".cache" / "models" / "m", verb="tiny-model") == proj / ".cache" / "models" / "m"
-    with pytest.raises(Exception, match="inside the study"):
+    with pytest.raises(UserError, match="inside the study"):
         check_folder(above / "elsewhere" / "out", verb="tables")

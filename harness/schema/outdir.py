@@ -73,16 +73,15 @@ def _protected(p: Path) -> str | None:
 
 
 def _study_above(p: Path) -> Path | None:
-    # Inside the project's checkout, a folder above the checkout is never the study: a checkout is not
-    # a study's content, and a `runs/` that happens to sit beside the clone must not lock the
-    # project's own folders (its model cache, results/) away from every verb.
     proj = paths.PROJ_ROOT.resolve()
-    stop = proj.parents if (p == proj or proj in p.parents) else ()
     for a in p.parents:
-        if a in stop:
-            break
         if is_study(a):
             return a
+        # The search ends at the checkout: a checkout is not a study's content, and a `runs/` that
+        # happens to sit beside the clone must not lock the project's own folders (its model cache,
+        # results/) away from every verb. Outside the checkout the search goes on to the root.
+        if a == proj:
+            break
     return None
 
 
