@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from harness.analyze import capacity as acap
@@ -104,3 +105,27 @@ def test_interval_over_repeats_is_the_log_t_interval():
     low, high = acap.interval([4.0, 4.4, 3.6])
     assert low < math.exp(sum(map(math.log, [4.0, 4.4, 3.6])) / 3) < high
     assert acap.interval([4.0]) == (None, None)
+
+
+def test_a_capacity_rows_figures_are_the_ones_its_ratio_and_verdict_come_from(tmp_path):
+    # Peak throughput falls while the capacity doubles (as above): a serve table that printed the peak
+    # throughputs beside the capacity's ratio gave a row whose figures contradicted its own ratio.
+    from harness.analyze import tables
+    from harness.analyze.verdicts import study_verdicts
+    d = _study(tmp_path, {"0.27": [4.0, 4.2, 3.9], "0.32": [8.0, 8.3, 7.9]}, tok_s=lambda known: 100 / known)
+    canon = report.load_study(d).canon
+    assert len(tables.kind_table(canon, "serve").data) == 0          # the row is not a throughput row
+    t = tables.capacity_table(canon)
+    (row,) = t.data.to_dict("records")
+    legs = acap.per_leg(acap.searches(canon)).set_index("leg")
+    assert row["0.27"] == pytest.approx(float(pd.Series(acap.by_leg(acap.searches(canon))[("tiny-llama", "capacity-text")]
+                                                    ["cpu-0.27.1"]).median()))
+    assert row["0.32"] / row["0.27"] > 1.8 and legs.loc["cpu-0.27.1", "repeats"] == 3
+    v = study_verdicts(canon).get("serve", "tiny-llama", "capacity-text", "cpu-0.27.1", "cpu-0.32.0")
+    assert row["32/27"] == v.table_ratio and row["32/27 verdict"] == v.verdict == "faster"
+    assert t.display["0.27"].iat[0] == f"{row['0.27']:.2f}" and "req/s" in t.title
+    out = tables.write_tables(canon, tmp_path / "derived")
+    names = {p.relative_to(tmp_path / "derived").as_posix() for p in out}
+    assert "tables/capacity.md" in names and "tables/capacity.parquet" in names
+    pair = (tmp_path / "derived" / "compare" / "cpu-0.27.1_vs_cpu-0.32.0.md").read_text()
+    assert "Serving: capacity at the SLO, 0.27 vs 0.32" in pair

@@ -27,6 +27,7 @@ from harness.core.errors import UserError
 from harness.analyze.fmt import (MISSING, fmt_ci, fmt_ms, fmt_ratio, fmt_tok_s, fmt_verdict, markdown_table,  # noqa: F401
                                  short_labels, ticked)
 from harness.analyze.order import _legs, leg_pairs, model_order, order_frame, row_key  # noqa: F401
+from harness.workloads.base import Metric
 from harness.analyze.significance import METHOD, NESTED_METHOD, footnote
 from harness.analyze.verdicts import (CellVerdict, StudyVerdicts, cell_ratio, paired_cell, study_alpha,  # noqa: F401
                                       study_looks, study_margin, study_verdicts)
@@ -49,14 +50,30 @@ class Table:
 
 # --- the tables ----------------------------------------------------------------------------------
 
+# A serve workload with a capacity search is judged by its capacity at the SLO (harness.analyze.verdicts),
+# not by the serve kind's peak throughput: its rows have a table of their own, so that a row's figures
+# are what its ratio and verdict are computed from.
+CAPACITY = Metric(key="capacity", unit="req/s", higher_is_better=True, digits=2,
+                  title="Serving: capacity at the SLO (req/s, higher is better; per leg the median over its searches)")
+
 def _ratio_label(kind: str, old: str, new: str, short: dict[str, str]) -> str:
     return workloads.metric_of(kind).ratio_label(short[old], short[new])
 
 
-def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name: str, title: str) -> Table:
+def _capacities(canon: Canonical) -> dict[tuple[str, str], dict[str, list[float]]]:
+    from harness.analyze import capacity as acap
+
+    return acap.by_leg(acap.searches(canon))
+
+
+def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name: str, title: str,
+                  capacity: bool = False) -> Table:
     """The kind's metric per (model, workload) and leg, and per pair of neighbouring legs in `legs` the
-    cell's verdict as the study decided it (`verdicts.study_verdicts`: read, never recomputed here)."""
-    metric = workloads.metric_of(kind)
+    cell's verdict as the study decided it (`verdicts.study_verdicts`: read, never recomputed here).
+    `capacity`: only the rows of serve workloads that searched for a capacity, their figures the capacities
+    (the kind's own table leaves those rows out)."""
+    metric = CAPACITY if capacity else workloads.metric_of(kind)
+    caps = _capacities(canon) if kind == "serve" else {}
 
     def fmt(v: float | None) -> str:
         return MISSING if v is None or pd.isna(v) else metric.fmt(v)
@@ -64,6 +81,7 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
     short = short_labels(all_labels)
     exp = canon.expected[canon.expected["kind"] == kind]
     rows = order_frame(canon, exp.drop_duplicates(["model", "workload"])[["model", "workload", "tp"]])
+    rows = rows.loc[[((m, w) in caps) == capacity for m, w in zip(rows["model"], rows["workload"])]]
     # Plain dict lookups: a table is built per leg pair, and frames are slow to index cell by cell.
     cells = {(c["leg"], c["model"], c["workload"]): c for c in canon.cells.to_dict("records")}
     pairs = list(zip(legs, legs[1:]))
@@ -76,8 +94,13 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
         s: dict[str, object] = {"model": ticked(model), "tp": str(d["tp"]), "workload": workload}
         for leg, label in legs:
             c = cells.get((leg, model, workload))
-            d[label] = float(c["value"]) if c is not None else None
-            d[f"{label} n"] = int(c["n"]) if c is not None else 0
+            if capacity:
+                found = caps[(model, workload)].get(leg, [])
+                d[label] = float(pd.Series(found).median()) if found else None
+                d[f"{label} n"] = len(found)
+            else:
+                d[label] = float(c["value"]) if c is not None else None
+                d[f"{label} n"] = int(c["n"]) if c is not None else 0
             s[label] = fmt(d[label])
         vs: list[CellVerdict | None] = []
         for (old, old_lb), (new, new_lb) in pairs:
@@ -115,7 +138,9 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
             display[f"{lab} verdict"] = [vs[j].text if vs[j] is not None else MISSING for vs in verdicts_all]
     notes = [n for n in (provenance_note(canon),) if n]
     if shown and not any_ci:
-        notes.append("Every ratio is a single pass: one timed run per side, so no confidence interval.")
+        notes.append("No ratio has a confidence interval: each has a side with one run (an interval needs two a side)."
+                     if any(v.n_old > 1 or v.n_new > 1 for v in shown) else
+                     "Every ratio is a single pass: one timed run per side, so no confidence interval.")
     elif any_ci:
         notes += rule_notes(sv, shown)
     notes.append(metric.ratio_note())
@@ -167,6 +192,11 @@ def kind_table(canon: Canonical, kind: str) -> Table:
     return _metric_table(canon, kind, _legs(canon), kind, workloads.metric_of(kind).title)
 
 
+def capacity_table(canon: Canonical) -> Table:
+    """Per serve workload that searched: the capacity at the SLO per leg, ratios between consecutive legs."""
+    return _metric_table(canon, "serve", _legs(canon), "capacity", CAPACITY.title, capacity=True)
+
+
 def throughput(canon: Canonical) -> Table:
     return kind_table(canon, "throughput")
 
@@ -188,9 +218,14 @@ def compare(canon: Canonical, leg_a: str, leg_b: str) -> tuple[Table, ...]:
     a, b = _leg(canon, leg_a), _leg(canon, leg_b)
     if a == b:
         raise UserError(f"compare: {leg_a!r} and {leg_b!r} are the same leg")
-    titles = {k: workloads.metric_of(k).title.split(" (") for k in workloads.KINDS}
-    return tuple(_metric_table(canon, k, [a, b], f"compare-{k}", f"{titles[k][0]}, {a[1]} vs {b[1]} ({titles[k][1]}")
-                 for k in workloads.KINDS)
+    titles = {k: workloads.metric_of(k).title.split(" (", 1) for k in workloads.KINDS}
+    out = [_metric_table(canon, k, [a, b], f"compare-{k}", f"{titles[k][0]}, {a[1]} vs {b[1]} ({titles[k][1]}")
+           for k in workloads.KINDS]
+    if "serve" in workloads.KINDS and _capacities(canon):
+        head, tail = CAPACITY.title.split(" (", 1)
+        out.append(_metric_table(canon, "serve", [a, b], "compare-capacity", f"{head}, {a[1]} vs {b[1]} ({tail}",
+                                 capacity=True))
+    return tuple(out)
 
 
 def coverage(canon: Canonical) -> Table:
@@ -244,7 +279,9 @@ def write_tables(canon: Canonical, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".tables-", dir=out_dir))
     try:
-        for t in (coverage(canon), *(kind_table(canon, k) for k in workloads.KINDS)):
+        # The capacity table only where a search ran, so that other studies' folders keep their files.
+        extra = [capacity_table(canon)] if "serve" in workloads.KINDS and _capacities(canon) else []
+        for t in (coverage(canon), *(kind_table(canon, k) for k in workloads.KINDS), *extra):
             _write_table(t, scratch / "tables" / t.name)
         for (a, la), (b, lb) in combinations(_legs(canon), 2):
             per_kind = compare(canon, a, b)
@@ -254,7 +291,8 @@ def write_tables(canon: Canonical, out_dir: Path) -> list[Path]:
             shown = [x for x in per_kind if len(x.data)] or list(per_kind[:1])
             (folder / f"{a}_vs_{b}.md").write_text(f"## {la} vs {lb}\n\n" + "\n".join(x.markdown() for x in shown),
                                                   encoding="utf-8")
-            pd.concat([x.data.assign(metric=workloads.metric_of(k).key) for x, k in zip(per_kind, workloads.KINDS)]
+            keys = [workloads.metric_of(k).key for k in workloads.KINDS] + [CAPACITY.key]
+            pd.concat([x.data.assign(metric=k) for x, k in zip(per_kind, keys)]
                       ).to_csv(folder / f"{a}_vs_{b}.csv", index=False)
         return _move_into(scratch, out_dir)
     finally:

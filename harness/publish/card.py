@@ -16,6 +16,7 @@ CARD_CONFIGS: tuple[tuple[str, str], ...] = (
     ("throughput", "tables/throughput.parquet"),
     ("latency", "tables/latency.parquet"),
     ("serve", "tables/serve.parquet"),
+    ("capacity", "tables/capacity.parquet"),   # written only where a capacity search ran
     ("equivalence", "tables/equivalence.parquet"),
     ("coverage", "tables/coverage.parquet"),
     ("failures", "tables/failures.parquet"),
