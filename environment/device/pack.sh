@@ -27,7 +27,7 @@
 #         site folders (212 MiB) then travel in five calls, about one minute.
 # Wheel lists: ../shared/gpu/vllm-0.24.0-wheels.txt and vllm-gpu-wheels.txt (0.26.0), verified; this
 # folder's vllm-0.25.0/0.25.1-wheels.txt, derived; on the fourth lease they resolved as legs there but
-# no engine started on them.
+# no engine started on them. serve-wheels.txt (what `vllm serve` needs beyond them) is added to each.
 set -euo pipefail
 here=environment/device
 G=${PACK_DIR:-.gpu}
@@ -214,11 +214,11 @@ for v in $VERSIONS; do
   list=$(wheel_list "$v")
   w=$G/w-$v
   mkdir -p "$w"
-  grep -v '^#' "$list" | sed '/^$/d' > "$G/req-$v.txt"
+  grep -hv '^#' "$list" "$here/serve-wheels.txt" | sed '/^$/d' > "$G/req-$v.txt"
   # shellcheck disable=SC2086
   "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $PLAT \
     -d "$w" -r "$G/req-$v.txt"
-  files=$(wheel_files "$list" "$w")
+  files=$(wheel_files "$G/req-$v.txt" "$w")
   stamp=$( (sha256sum $files; echo "drop: $DROP") | sha256sum | cut -c1-16)
   if [ "$(cat "$G/site/site-$v.stamp" 2> /dev/null)" != "$stamp" ]; then
     rm -rf "$G/site/site-$v"
