@@ -129,3 +129,17 @@ def test_a_capacity_rows_figures_are_the_ones_its_ratio_and_verdict_come_from(tm
     assert "tables/capacity.md" in names and "tables/capacity.parquet" in names
     pair = (tmp_path / "derived" / "compare" / "cpu-0.27.1_vs_cpu-0.32.0.md").read_text()
     assert "Serving: capacity at the SLO, 0.27 vs 0.32" in pair
+
+
+def test_a_ratio_with_one_run_on_one_side_is_not_called_single_pass_on_a_measured_page(tmp_path):
+    # One search on the old side, two on the new (a lease that ended mid-study): no interval, but the
+    # page must not say every side is a single pass, nor speak of printed rounding on measured data.
+    from harness.analyze import tables
+    from harness.publish.figure_cells import ratio_caption_md
+    d = _study(tmp_path, {"0.27": [4.0], "0.32": [8.0, 8.3]})
+    st = report.load_study(d)
+    cap = ratio_caption_md(st)
+    assert "none of the 1 ratios has an interval: each has a side with one run" in cap
+    assert "single pass" not in cap and "rounding" not in cap
+    notes = " ".join(tables.capacity_table(st.canon).notes)
+    assert "each has a side with one run" in notes and "single pass" not in notes

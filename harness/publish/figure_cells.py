@@ -232,8 +232,10 @@ def ratio_caption_md(st: Study) -> str:
     rules = sorted({str(u).split(" (")[0].split(" in ")[-1] for u in df.loc[df["low"].notna(), "units"]})
     bits = [f"{ci} of the {len(df)} ratios have the rule's 95% interval (filled dots with bars; over "
             f"{', '.join(rules)})" if ci else
-            f"none of the {len(df)} ratios has an interval: every side is a single pass (hollow dots)"]
-    if "r_low" in df.columns:
+            (f"none of the {len(df)} ratios has an interval: each has a side with one run (hollow dots)"
+             if ((df["n_old"] > 1) | (df["n_new"] > 1)).any() else
+             f"none of the {len(df)} ratios has an interval: every side is a single pass (hollow dots)")]
+    if df["r_low"].notna().any():   # only transcribed figures carry a rounding range
         noise = df[(df["r_low"] <= 1) & (df["r_high"] >= 1) & df["low"].isna()]
         bits.append(f"grey bars are the range the printed rounding allows; {len(noise)} "
                     f"{'ratio lies' if len(noise) == 1 else 'ratios lie'} within rounding of 1.0x and "
