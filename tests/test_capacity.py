@@ -370,3 +370,57 @@ def test_a_sweep_records_the_search_and_a_dying_server_fails_the_run(tmp_path, f
     (bad,) = sweep(SweepArgs(scenario=str(path), results=tmp_path / "dies")).records
     assert bad.status == "failed" and bad.serve.capacity.status == "failed" and len(bad.serve.points) == 3
     assert bad.failure.reason.startswith("capacity search: probe 2 (concurrency 4) could not be measured")
+
+
+def _grid(decl: dict) -> np.ndarray:
+    """Every rate the real search probes for capacities across its range: the search is deterministic in
+    the true capacity c, so its answer is the largest of these at or below c (checked below)."""
+    cap = spec.parse(decl)
+    seen: set[float] = set()
+    for c in np.geomspace(cap.search.lo, cap.search.hi * 0.99, 300):
+        block, _ = search.search(cap, decl, _fake_probe(lambda v, c=c: v <= c))
+        seen.update(p.value for p in block.probes)
+    return np.array(sorted(seen))
+
+
+def test_capacity_verdicts_keep_their_error_rates_on_the_searchs_grid():
+    # Seeded simulation of the capacity comparison as shipped (lo 16, growth 2, rel_tol 0.05, as
+    # h200-capacity): each repeat's true capacity c * exp(sigma Z), its search's answer the grid point
+    # at or below it. Repeats on one grid point have no spread (the rule printed "1.04x [1.04, 1.04]", and
+    # with three a side called it faster: rounding left se ~1e-16, not 0), and one bisection step between
+    # two legs can be a gap of almost nothing or of almost two steps.
+    from harness.analyze import significance as sig
+    from harness.analyze.stats import ratio
+    decl = {"slo": {"tpot_ms": {"p": 99, "max": 50}},
+            "search": {"lo": 16, "hi": 256, "growth": 2, "rel_tol": 0.05, "max_probes": 12}}
+    grid = _grid(decl)
+    cap = spec.parse(decl)
+    for c in (20.0, 46.0, 47.3, 130.0):                       # the lookup is the real search's answer
+        block, _ = search.search(cap, decl, _fake_probe(lambda v, c=c: v <= c))
+        assert block.capacity == grid[np.searchsorted(grid, c, side="right") - 1]
+    res = float(np.max(grid[1:] / grid[:-1])) - 1             # the widest last bracket: 4.4%
+    answer = lambda x: grid[np.searchsorted(grid, x, side="right") - 1]   # noqa: E731
+    # Neighbouring grid points, deterministic: the true ratio is 1.0006, the searches say 1.044.
+    near = ratio(answer(np.full(3, 47.24)), answer(np.full(3, 47.27)), margin=0.05, resolution=res)
+    assert near.value == pytest.approx(grid[grid > 47][0] / grid[grid < 47][-1]) and near.verdict == "undecided"
+    assert near.low <= 47.27 / 47.24 <= near.high and near.needs is None   # no number of repeats decides it
+    rng = np.random.default_rng(20261206)
+    reps, margin = 400, 0.05
+    configs = [(n, s, c) for n in (2, 3) for s in (0.0, 0.005, 0.02) for c in np.geomspace(45.26, 47.25, 3)]
+    limit = sig.fpr_limit(reps, checks=3 * len(configs))
+    for n, s, c in configs:
+        false_diff = false_eq = missed = 0
+        for _ in range(reps):
+            old = answer(c * np.exp(s * rng.standard_normal(n)))
+            new = answer(c * np.exp(s * rng.standard_normal(n)))
+            false_diff += ratio(old, new, margin=margin, resolution=res).verdict in ("faster", "slower")
+            far = answer(c * 1.06 * np.exp(s * rng.standard_normal(n)))     # 6% apart: not within ±5%
+            false_eq += ratio(old, far, margin=margin, resolution=res).verdict == "equivalent"
+            up = ratio(old, answer(c * 1.02 * np.exp(s * rng.standard_normal(n))), margin=margin, resolution=res)
+            missed += not (up.low <= 1.02 <= up.high)                       # the printed interval's coverage
+        assert false_diff / reps <= limit, (n, s, c, false_diff / reps)
+        assert false_eq / reps <= limit, (n, s, c, false_eq / reps)
+        assert missed / reps <= limit, (n, s, c, missed / reps)
+    # What it costs: two grid steps apart, deterministic, three repeats a side decide it.
+    two = answer(np.full(3, 46.0 * 1.10))
+    assert ratio(answer(np.full(3, 46.0)), two, margin=margin, resolution=res).verdict == "faster"

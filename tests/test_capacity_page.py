@@ -78,10 +78,11 @@ def test_capacity_per_leg_ratio_cost_and_page(tmp_path):
 
 
 def test_equal_capacities_are_equivalent_within_the_margin_and_censored_runs_stay_out(tmp_path):
-    d = _study(tmp_path, {"0.27": [3.6, 4.0, 4.4], "0.32": [4.4, 3.6, 4.0]}, margin=0.3)
+    # The interval is widened by the searches' resolution (their last bracket, 4.4% here): ±40%, not ±30%.
+    d = _study(tmp_path, {"0.27": [3.6, 4.0, 4.4], "0.32": [4.4, 3.6, 4.0]}, margin=0.4)
     st = report.load_study(d)
     v = section.capacity(st)
-    assert v.ratios.iloc[0]["ratio"].verdict == "equivalent" and "within ±30%" in report.capacity_md(st)
+    assert v.ratios.iloc[0]["ratio"].verdict == "equivalent" and "within ±40%" in report.capacity_md(st)
     # A search whose every probe passed up to hi is a bound, not a capacity: counted, not averaged in.
     d2 = _study(tmp_path / "b", {"0.27": [4.0, 4.0, 100.0], "0.32": [4.0, 4.0, 4.0]})
     legs = acap.per_leg(acap.searches(report.load_study(d2).canon)).set_index("leg")

@@ -10,6 +10,13 @@ Which runs enter the repeats: a search that stopped `found` or `max_probes` has 
 passing load: for `max_probes` with a wider bracket than asked, which the table says). `at_least_hi`
 (every load passed up to `hi`) and `below_lo` (the lowest failed) are censored, `failed` has none:
 they are counted and named, never averaged in, since a bound is not a measurement of the value.
+
+A capacity is known only to its search's resolution: the true one lies between the highest rate that
+passed and the lowest that failed above it (`bracket_high`, at most a factor 1 + rel_tol higher), and
+searches that start alike probe the same rates, so repeats often land on one grid point. The interval
+per leg and the ratio's test take that resolution (`resolutions`: the widest final bracket among the
+cell's searches) as `significance.welch_log` does: a gap no wider than the bisection's last step is not
+a difference, and identical repeats on one grid point are not zero spread.
 """
 
 from __future__ import annotations
@@ -97,14 +104,32 @@ def slo_bounds(canon: Canonical) -> dict[tuple[str, str], list[tuple[str, float,
     return out
 
 
-def interval(values: list[float], confidence: float = CONFIDENCE) -> tuple[float | None, float | None]:
+def interval(values: list[float], confidence: float = CONFIDENCE,
+             resolution: float = 0.0) -> tuple[float | None, float | None]:
     """A leg's capacity interval over its repeats: the t-interval of the log capacities, exponentiated
-    (the same log-normal model the significance rule assumes); none with fewer than two repeats."""
+    (the same log-normal model the significance rule assumes), its spread at least a grid of
+    `resolution`'s rounding and its top raised by that grid's width (each capacity is the lowest end of
+    its bracket); none with fewer than two repeats."""
     a = np.log(np.asarray([v for v in values if v and v > 0], dtype=float))
     if len(a) < 2:
         return None, None
-    half = sps.t.ppf(0.5 + confidence / 2, len(a) - 1) * a.std(ddof=1) / math.sqrt(len(a))
-    return float(math.exp(a.mean() - half)), float(math.exp(a.mean() + half))
+    w = math.log1p(resolution)
+    sd = max(float(a.std(ddof=1)), w / math.sqrt(12))
+    half = sps.t.ppf(0.5 + confidence / 2, len(a) - 1) * sd / math.sqrt(len(a))
+    return float(math.exp(a.mean() - half)), float(math.exp(a.mean() + half + w))
+
+
+def resolutions(found: pd.DataFrame) -> dict[tuple[str, str], float]:
+    """(model, workload) -> the widest final bracket among its searches that measured a capacity, as
+    bracket_high / bracket_low - 1 (0 where none has an upper end)."""
+    out: dict[tuple[str, str], float] = {}
+    if found.empty:
+        return out
+    for (model, wl), g in found.groupby(["model", "workload"], sort=False):
+        ok = g[g["status"].isin(MEASURED)].dropna(subset=["bracket_low", "bracket_high"])
+        ok = ok[ok["bracket_low"] > 0]
+        out[(model, wl)] = float((ok["bracket_high"] / ok["bracket_low"]).max() - 1) if len(ok) else 0.0
+    return out
 
 
 def per_leg(found: pd.DataFrame, price: Price | None = None) -> pd.DataFrame:
@@ -113,10 +138,11 @@ def per_leg(found: pd.DataFrame, price: Price | None = None) -> pd.DataFrame:
     if found.empty:
         return found
     rows = []
+    res = resolutions(found)
     for (model, wl, leg), g in found.groupby(_KEYS, sort=False):
         ok = g[g["status"].isin(MEASURED)]
         caps = ok["capacity"].dropna().tolist()
-        low, high = interval(caps)
+        low, high = interval(caps, resolution=res.get((model, wl), 0.0))
         tok_s = ok["output_tok_s"].dropna()
         row = {"model": model, "workload": wl, "leg": leg, "axis": g["axis"].iloc[0],
                "capacity": float(np.median(caps)) if caps else None, "low": low, "high": high,
@@ -152,9 +178,11 @@ def ratios(found: pd.DataFrame, old: str, new: str, *, margin: float | None, alp
     if found.empty:
         return pd.DataFrame()
     caps = by_leg(found)
+    res = resolutions(found)
     rows = []
     for (model, wl), legs in caps.items():
         a, b = legs.get(old, []), legs.get(new, [])
-        r: Ratio = ratio(a, b, higher_is_better=True, margin=margin, confidence=1 - alpha)
+        r: Ratio = ratio(a, b, higher_is_better=True, margin=margin, confidence=1 - alpha,
+                         resolution=res.get((model, wl), 0.0))
         rows.append({"model": model, "workload": wl, "ratio": r})
     return pd.DataFrame(rows)

@@ -22,7 +22,14 @@ equivalence p-values, so the share of false verdicts among a table's decided cel
 ALPHA; each cell's own interval is still the one printed.
 
 The paired, interleaved design (a sweep with `design: paired`: both legs' engines up at once, timed
-passes alternating) has its own rule, `nested_paired`: log pair ratios nested within engine blocks."""
+passes alternating) has its own rule, `nested_paired`: log pair ratios nested within engine blocks.
+
+Values known only to a resolution (a capacity search records the highest rate that passed, and the
+capacity lies below the next probe, at most a factor 1 + rel_tol higher): `welch_log(resolution=r)`
+floors each side's variance at the rounding variance of a grid that fine (identical repeats on one grid
+point are not a measurement of no spread) and widens the interval by the grid's width on each side (the
+unseen offset within the last bracket can bias the mean by up to that much), so a gap no wider than the
+search's resolution is never called a difference. Seeded simulation: tests/test_significance.py."""
 
 from __future__ import annotations
 
@@ -85,73 +92,97 @@ class Test:
     unit: str = "repeat"
     needs: int | None = None      # "undecided": units that would likely decide it at this spread
     level: float = ALPHA          # the level it was tested at (the paired rules test below alpha)
+    resolution: float = 0.0       # the values' relative resolution the interval was widened by (0: exact)
 
 
 def welch_log(num: Sequence[float], den: Sequence[float], *, alpha: float = ALPHA,
-              margin: float | None = None) -> Test:
+              margin: float | None = None, resolution: float = 0.0) -> Test:
     """Welch's t on log values of two samples of at least MIN_N positive values each; with `margin`,
-    also the two one-sided tests of equivalence within ±margin."""
+    also the two one-sided tests of equivalence within ±margin. `resolution`: each value is the lower end
+    of a range a factor (1 + resolution) wide that holds the quantity (module docstring)."""
     a, b = np.log(np.asarray(num, dtype=float)), np.log(np.asarray(den, dtype=float))
     if len(a) < MIN_N or len(b) < MIN_N:
         raise ValueError(f"welch_log needs at least {MIN_N} values per side (got {len(a)} and {len(b)})")
+    if not resolution >= 0:
+        raise ValueError(f"resolution should be 0 or more (got {resolution})")
+    w = math.log1p(resolution)
     d = float(a.mean() - b.mean())
-    va, vb = float(a.var(ddof=1)) / len(a), float(b.var(ddof=1)) / len(b)
+    # A grid of width w rounds a value by up to w: its rounding alone has variance w^2 / 12 (uniform).
+    floor = w * w / 12
+    va, vb = max(float(a.var(ddof=1)), floor) / len(a), max(float(b.var(ddof=1)), floor) / len(b)
     se = math.sqrt(va + vb)
     n = min(len(a), len(b))
-    if se == 0.0:
+    # Logs of identical values can differ in the last bit: a spread below this is none.
+    if se <= 1e-12:
         # Identical repeats on both sides (published figures quoted to a few digits): no spread to
         # weigh a gap against, so nothing is decided.
         r = math.exp(d)
         return Test(ratio=r, low=r, high=r, p=1.0, df=float("nan"), verdict="undecided", se=0.0, margin=margin,
                     p_eq=None if margin is None else 1.0, n=n)
     df = float(_df(va, vb, len(a), len(b)))
-    return _decide(d, se, df, alpha=alpha, margin=margin, n=n, unit="repeat")
+    return _decide(d, se, df, alpha=alpha, margin=margin, n=n, unit="repeat", bias=w)
 
 
 def _decide(m: float, se: float, df: float, *, alpha: float, margin: float | None, n: int, unit: str,
-            per_unit_sd: float | None = None) -> Test:
+            per_unit_sd: float | None = None, bias: float = 0.0) -> Test:
     """The verdict for a log ratio `m` with standard error `se` on `df` degrees of freedom: the
     two-sided test of no difference, the matching (1 - alpha) interval and, with `margin`, the two
     one-sided tests of equivalence within ±margin. The equivalence p is doubled so that "equivalent"
     holds exactly when the printed (1 - alpha) interval lies inside [1/(1+margin), 1+margin]: the
-    reader checks the interval they see, at the cost of a test of size alpha/2 per side."""
+    reader checks the interval they see, at the cost of a test of size alpha/2 per side.
+    `bias`: `m` may be off by up to this much (log scale) beyond its noise: the interval is that much
+    wider on each side, and each test is against the nearer end of that range."""
     from scipy import stats as sps  # imported here: a CLI start should not pay for scipy
 
-    p = float(2 * sps.t.sf(abs(m / se), df))
-    half = float(sps.t.ppf(1 - alpha / 2, df)) * se
+    p = float(2 * sps.t.sf(max(abs(m) - bias, 0.0) / se, df))
+    half = float(sps.t.ppf(1 - alpha / 2, df)) * se + bias
     p_eq = None
     if margin is not None:
         lim = math.log1p(margin)
-        p_lo = float(sps.t.sf((m + lim) / se, df))   # H0: m <= -lim
-        p_hi = float(sps.t.cdf((m - lim) / se, df))  # H0: m >= +lim
+        p_lo = float(sps.t.sf((m - bias + lim) / se, df))   # H0: m <= -lim
+        p_hi = float(sps.t.cdf((m + bias - lim) / se, df))  # H0: m >= +lim
         p_eq = min(1.0, 2 * max(p_lo, p_hi))
     verdict: Verdict = ("faster" if m > 0 else "slower") if p < alpha else (
         "equivalent" if p_eq is not None and p_eq < alpha else "undecided")
     needs = None
     if verdict == "undecided":
         sd = per_unit_sd if per_unit_sd is not None else se * math.sqrt(max(n, 1))
-        needs = units_to_decide(m, sd, margin, alpha=alpha)
+        needs = units_to_decide(m, sd, margin, alpha=alpha, bias=bias)
     return Test(ratio=math.exp(m), low=math.exp(m - half), high=math.exp(m + half), p=p, df=df, verdict=verdict,
-                se=se, margin=margin, p_eq=p_eq, n=n, unit=unit, needs=needs, level=alpha)
+                se=se, margin=margin, p_eq=p_eq, n=n, unit=unit, needs=needs, level=alpha,
+                resolution=math.expm1(bias))
 
 
-def units_to_decide(m: float, sd: float, margin: float | None, *, alpha: float = ALPHA, n_max: int = 200) -> int | None:
+def units_to_decide(m: float, sd: float, margin: float | None, *, alpha: float = ALPHA, n_max: int = 200,
+                    bias: float = 0.0) -> int | None:
     """Units (repeats per side, or pairs) at which a comparison whose log ratio is truly `m`, with
     `sd` the spread of one unit's contribution (se = sd / sqrt(n)), would be decided with probability
     POWER: the interval either clears 1.00 or fits inside the margin, whichever is nearer. None when
-    no number up to n_max would (a true ratio sitting on the margin's edge)."""
+    no number up to n_max would (a true ratio sitting on the margin's edge, or a gap within `bias`,
+    the values' resolution, which no number of repeats narrows)."""
     if not math.isfinite(sd) or sd <= 0:
         return None
-    return next((n for n in range(2, n_max + 1) if decided_how(m, sd, margin, n, alpha=alpha)), None)
-
-
-def decided_how(m: float, sd: float, margin: float | None, n: int, *, alpha: float = ALPHA) -> str | None:
-    """How `n` units decide a comparison whose log ratio is truly `m` (spread `sd` a unit), with
-    probability POWER: "differs" (the interval clears 1.00), "within" (it fits inside the margin), or
-    None (not yet)."""
     from scipy import stats as sps
 
-    reach = (float(sps.t.ppf(1 - alpha / 2, n - 1)) + float(sps.norm.ppf(POWER))) * sd / math.sqrt(n)
+    # decided_how at every n at once (one quantile call for the lot, not one per n: a table's undecided
+    # cells and the seeded simulations ask this thousands of times).
+    ns = np.arange(2, n_max + 1)
+    reach = (sps.t.ppf(1 - alpha / 2, ns - 1) + float(sps.norm.ppf(POWER))) * sd / np.sqrt(ns) + bias
+    ok = abs(m) - reach > 0
+    if margin is not None:
+        ok |= math.log1p(margin) - abs(m) - reach > 0
+    hit = np.flatnonzero(ok)
+    return int(ns[hit[0]]) if len(hit) else None
+
+
+def decided_how(m: float, sd: float, margin: float | None, n: int, *, alpha: float = ALPHA,
+                bias: float = 0.0) -> str | None:
+    """How `n` units decide a comparison whose log ratio is truly `m` (spread `sd` a unit), with
+    probability POWER: "differs" (the interval clears 1.00), "within" (it fits inside the margin), or
+    None (not yet). `bias` as in `_decide`."""
+    from scipy import stats as sps
+
+    reach = (float(sps.t.ppf(1 - alpha / 2, n - 1)) + float(sps.norm.ppf(POWER))) * sd / math.sqrt(n) + bias
     if abs(m) - reach > 0:
         return "differs"
     if margin is not None and math.log1p(margin) - abs(m) - reach > 0:

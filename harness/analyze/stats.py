@@ -66,7 +66,8 @@ def spread(samples: Sequence[float]) -> float | None:
 
 
 def ratio(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool = True,
-          confidence: float = 1 - ALPHA, margin: float | None = None) -> Ratio:
+          confidence: float = 1 - ALPHA, margin: float | None = None, resolution: float = 0.0) -> Ratio:
+    """new vs old by the rule; `resolution` as `significance.welch_log`'s (a capacity search's rel_tol)."""
     old_a, new_a = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
     if len(old_a) == 0 or len(new_a) == 0:
         return Ratio(value=None, n_old=len(old_a), n_new=len(new_a), verdict="missing")
@@ -79,7 +80,7 @@ def ratio(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool 
     if len(old_a) < MIN_N or len(new_a) < MIN_N:
         return Ratio(value=value, verdict="too few repeats",
                      needs=n_needed(log_sd(old_a, new_a), DETECT, alpha=alpha), **common)
-    t = welch_log(num, den, alpha=alpha, margin=margin)
+    t = welch_log(num, den, alpha=alpha, margin=margin, resolution=resolution)
     return Ratio(value=value, low=t.low, high=t.high, verdict=t.verdict, p=t.p, needs=t.needs, margin=margin, test=t,
                  **common)
 

@@ -133,6 +133,7 @@ class CellVerdict:
     alpha: float = ALPHA
     needs: int | None = None         # units that would likely decide an undecided / too-few cell
     capacity: bool = False           # judged by capacity at the SLO (a serve workload's capacity search)
+    resolution: float = 0.0          # the values' relative resolution (a capacity search's last bracket)
     printed: float | None = None     # transcribed: the ratio the source printed (the ratio shown)
     recomputed: float | None = None  # transcribed: the ratio of the rounded figures, where printed is shown
     printed_disagrees: bool = False
@@ -194,6 +195,8 @@ class CellVerdict:
     def rule_text(self) -> str:
         """Which rule decided the cell, over which units, with which interval: words a reader can check."""
         what = "capacities at the SLO, " if self.capacity else ""
+        if self.resolution > 0:
+            what += f"the searches' resolution ({self.resolution:.1%}) added to the interval, "
         if self.interval == "rounding":
             return "single printed figure per side; the interval is the range the printed rounding allows"
         if self.rule == NESTED_METHOD:
@@ -229,6 +232,10 @@ class CellVerdict:
                 return f"undecided across the {self.family_size} cells of its family ({alone} alone{p})"
             if self.needs:
                 return f"undecided (~{self.needs} {UNIT_WORDS.get(self.unit, (self.unit, self.unit))[1]} would likely decide)"
+            if self.resolution > 0:
+                # No number of repeats narrows a search's grid: only a finer search decides it.
+                return (f"undecided (the searches resolve {self.resolution:.1%}: no number of repeats decides "
+                        "a gap that small; a finer rel_tol would)")
             return "undecided"
         return v
 
@@ -275,7 +282,8 @@ def _family(canon: Canonical, pairs: list[tuple[str, str]], family: str, margin:
 
     labels = dict(leg_pairs(canon))
     cells = {(c["leg"], c["model"], c["workload"]): c for c in canon.cells.to_dict("records")}
-    capacities = acap.by_leg(acap.searches(canon))
+    found = acap.searches(canon)
+    capacities, resolution = acap.by_leg(found), acap.resolutions(found)
     transcribed_study = canon.study.provenance == "transcribed"
     pending: list[dict] = []
     for kind in workloads.KINDS:
@@ -298,13 +306,14 @@ def _family(canon: Canonical, pairs: list[tuple[str, str]], family: str, margin:
                     # A capacity search answers with the load held at the SLO; the serve kind's own metric
                     # (peak throughput over the probes, failing ones included) is not the answer.
                     rt = ratio(caps.get(old, []), caps.get(new, []), higher_is_better=True, margin=margin,
-                               confidence=1 - alpha)
+                               confidence=1 - alpha, resolution=resolution.get((model, workload), 0.0))
                 else:
                     rt = cell_ratio(canon, a, b, metric, margin=margin)
                 row = dict(base, verdict=rt.verdict, alone=rt.verdict, ratio=rt.value, low=rt.low, high=rt.high,
                            interval=f"{1 - alpha:.1%} t".replace(".0%", "%") if rt.low is not None else None,
                            level=1 - alpha, rule=rt.method, unit=rt.unit, n_old=rt.n_old, n_new=rt.n_new,
-                           needs=rt.needs, capacity=caps is not None, test=rt)
+                           needs=rt.needs, capacity=caps is not None, test=rt,
+                           resolution=resolution.get((model, workload), 0.0) if caps is not None else 0.0)
                 row["units"] = rt.test.n if rt.test is not None else min(rt.n_old, rt.n_new)
                 if rt.method == NESTED_METHOD:
                     row["blocks"] = len({k[0] for k in set(a["pairs"]) & set(b["pairs"])})

@@ -66,8 +66,10 @@ def capacity_md(st: Study) -> str:
     out = ["## Serving capacity at the SLO\n",
            "Per leg, the highest offered load at which the declared SLO holds, found by the recorded search "
            "(docs/capacity.md); the capacity is the highest load that passed. Over repeats: the median and a 95% "
-           "interval (t on log capacities); only searches that bracketed a capacity (`found`, or `max_probes` with "
-           "a wider bracket) enter it, the others are counted by status.\n"]
+           "interval (t on log capacities, its spread at least the search grid's rounding and its top raised by "
+           "the last bracket's width, since each capacity is that bracket's lower end); only searches that "
+           "bracketed a capacity (`found`, or `max_probes` with a wider bracket) enter it, the others are counted "
+           "by status.\n"]
     if v.price is not None:
         src = v.price.source or "study.yaml states no source"
         out.append(f"Cost per million output tokens at capacity: {v.price.per_hour:g} USD per {v.price.unit} "
