@@ -144,3 +144,12 @@ def test_a_ratio_with_one_run_on_one_side_is_not_called_single_pass_on_a_measure
     assert "single pass" not in cap and "rounding" not in cap
     notes = " ".join(tables.capacity_table(st.canon).notes)
     assert "each has a side with one run" in notes and "single pass" not in notes
+
+
+def test_too_few_repeats_within_the_searchs_resolution_says_that_repeats_alone_will_not_decide(tmp_path):
+    from harness.analyze.verdicts import study_verdicts
+    d = _study(tmp_path, {"0.27": [4.0], "0.32": [4.1, 4.1]})      # the same grid point: 1.00x
+    (cell,) = study_verdicts(report.load_study(d).canon).cells
+    assert cell.verdict == "too few repeats" and 0 < cell.resolution <= 0.05
+    assert cell.text.startswith("too few repeats, and the gap is within the resolution of the searches")
+    assert "a finer rel_tol would decide it" in cell.text

@@ -51,7 +51,7 @@ class Table:
 # --- the tables ----------------------------------------------------------------------------------
 
 # A serve workload with a capacity search is judged by its capacity at the SLO (harness.analyze.verdicts),
-# not by the serve kind's peak throughput: its rows have a table of their own, so that a row's figures
+# not by its kind's own metric (for serve, peak throughput): its rows have a table of their own, so that a row's figures
 # are what its ratio and verdict are computed from.
 CAPACITY = Metric(key="capacity", unit="req/s", higher_is_better=True, digits=2,
                   title="Serving: capacity at the SLO (req/s, higher is better; per leg the median over its searches)")
@@ -73,7 +73,7 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
     `capacity`: only the rows of serve workloads that searched for a capacity, their figures the capacities
     (the kind's own table leaves those rows out)."""
     metric = CAPACITY if capacity else workloads.metric_of(kind)
-    caps = _capacities(canon) if kind == "serve" else {}
+    caps = _capacities(canon)   # keyed by (model, workload): only a searching kind's rows are in it
 
     def fmt(v: float | None) -> str:
         return MISSING if v is None or pd.isna(v) else metric.fmt(v)
@@ -192,9 +192,19 @@ def kind_table(canon: Canonical, kind: str) -> Table:
     return _metric_table(canon, kind, _legs(canon), kind, workloads.metric_of(kind).title)
 
 
-def capacity_table(canon: Canonical) -> Table:
-    """Per serve workload that searched: the capacity at the SLO per leg, ratios between consecutive legs."""
-    return _metric_table(canon, "serve", _legs(canon), "capacity", CAPACITY.title, capacity=True)
+def _capacity_kind(canon: Canonical) -> str | None:
+    """The workload kind whose rows searched for a capacity (a server kind), None where none did."""
+    caps = _capacities(canon)
+    exp = canon.expected
+    kinds = [k for m, w, k in zip(exp["model"], exp["workload"], exp["kind"]) if (m, w) in caps]
+    return kinds[0] if kinds else None
+
+
+def capacity_table(canon: Canonical) -> Table | None:
+    """Per workload that searched: the capacity at the SLO per leg, ratios between consecutive legs."""
+    kind = _capacity_kind(canon)
+    return None if kind is None else _metric_table(canon, kind, _legs(canon), "capacity", CAPACITY.title,
+                                                   capacity=True)
 
 
 def throughput(canon: Canonical) -> Table:
@@ -221,9 +231,10 @@ def compare(canon: Canonical, leg_a: str, leg_b: str) -> tuple[Table, ...]:
     titles = {k: workloads.metric_of(k).title.split(" (", 1) for k in workloads.KINDS}
     out = [_metric_table(canon, k, [a, b], f"compare-{k}", f"{titles[k][0]}, {a[1]} vs {b[1]} ({titles[k][1]}")
            for k in workloads.KINDS]
-    if "serve" in workloads.KINDS and _capacities(canon):
+    kind = _capacity_kind(canon)
+    if kind is not None:
         head, tail = CAPACITY.title.split(" (", 1)
-        out.append(_metric_table(canon, "serve", [a, b], "compare-capacity", f"{head}, {a[1]} vs {b[1]} ({tail}",
+        out.append(_metric_table(canon, kind, [a, b], "compare-capacity", f"{head}, {a[1]} vs {b[1]} ({tail}",
                                  capacity=True))
     return tuple(out)
 
@@ -280,7 +291,7 @@ def write_tables(canon: Canonical, out_dir: Path) -> list[Path]:
     scratch = Path(tempfile.mkdtemp(prefix=".tables-", dir=out_dir))
     try:
         # The capacity table only where a search ran, so that other studies' folders keep their files.
-        extra = [capacity_table(canon)] if "serve" in workloads.KINDS and _capacities(canon) else []
+        extra = [t for t in (capacity_table(canon),) if t is not None]
         for t in (coverage(canon), *(kind_table(canon, k) for k in workloads.KINDS), *extra):
             _write_table(t, scratch / "tables" / t.name)
         for (a, la), (b, lb) in combinations(_legs(canon), 2):

@@ -21,6 +21,8 @@ So a cell has one verdict wherever it is shown, and each view can say which rule
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -196,7 +198,7 @@ class CellVerdict:
         """Which rule decided the cell, over which units, with which interval: words a reader can check."""
         what = "capacities at the SLO, " if self.capacity else ""
         if self.resolution > 0:
-            what += f"the searches' resolution ({self.resolution:.1%}) added to the interval, "
+            what += f"the resolution of the searches ({self.resolution:.1%}) added to the interval, "
         if self.interval == "rounding":
             return "single printed figure per side; the interval is the range the printed rounding allows"
         if self.rule == NESTED_METHOD:
@@ -223,6 +225,10 @@ class CellVerdict:
             unit = UNIT_WORDS.get(self.unit, (self.unit, self.unit))[1]
             if self.rule == NESTED_METHOD and self.blocks is not None and self.blocks < 2:
                 unit = "engine blocks"
+            if self.resolution > 0 and self.ratio is not None and abs(math.log(self.ratio)) <= math.log1p(self.resolution):
+                # More repeats alone would not decide it either (see "undecided" below).
+                return (f"too few repeats, and the gap is within the resolution of the searches ({self.resolution:.1%}): "
+                        "a finer rel_tol would decide it")
             return f"too few repeats (needs ≥ {self.needs} {unit})" if self.needs else "too few repeats"
         if v == "undecided":
             if self.alone in ("faster", "slower", "equivalent"):
