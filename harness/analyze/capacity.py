@@ -31,6 +31,7 @@ from scipy import stats as sps
 from harness import workloads
 from harness.analyze.canonical import Canonical
 from harness.analyze.serve import Price
+from harness.analyze.significance import rounding_sd
 from harness.analyze.stats import ALPHA, Ratio, ratio
 
 MEASURED = ("found", "max_probes")
@@ -114,7 +115,7 @@ def interval(values: list[float], confidence: float = CONFIDENCE,
     if len(a) < 2:
         return None, None
     w = math.log1p(resolution)
-    sd = max(float(a.std(ddof=1)), w / math.sqrt(12))
+    sd = max(float(a.std(ddof=1)), rounding_sd(resolution))
     half = sps.t.ppf(0.5 + confidence / 2, len(a) - 1) * sd / math.sqrt(len(a))
     return float(math.exp(a.mean() - half)), float(math.exp(a.mean() + half + w))
 

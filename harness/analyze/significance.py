@@ -95,6 +95,12 @@ class Test:
     resolution: float = 0.0       # the values' relative resolution the interval was widened by (0: exact)
 
 
+def rounding_sd(resolution: float) -> float:
+    """The log-scale spread that rounding onto a grid of relative width `resolution` adds by itself
+    (uniform over the grid's step): the least spread a side of such values can be taken to have."""
+    return math.log1p(resolution) / math.sqrt(12)
+
+
 def welch_log(num: Sequence[float], den: Sequence[float], *, alpha: float = ALPHA,
               margin: float | None = None, resolution: float = 0.0) -> Test:
     """Welch's t on log values of two samples of at least MIN_N positive values each; with `margin`,
@@ -107,8 +113,7 @@ def welch_log(num: Sequence[float], den: Sequence[float], *, alpha: float = ALPH
         raise ValueError(f"resolution should be 0 or more (got {resolution})")
     w = math.log1p(resolution)
     d = float(a.mean() - b.mean())
-    # A grid of width w rounds a value by up to w: its rounding alone has variance w^2 / 12 (uniform).
-    floor = w * w / 12
+    floor = rounding_sd(resolution) ** 2
     va, vb = max(float(a.var(ddof=1)), floor) / len(a), max(float(b.var(ddof=1)), floor) / len(b)
     se = math.sqrt(va + vb)
     n = min(len(a), len(b))

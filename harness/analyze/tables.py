@@ -60,12 +60,6 @@ def _ratio_label(kind: str, old: str, new: str, short: dict[str, str]) -> str:
     return workloads.metric_of(kind).ratio_label(short[old], short[new])
 
 
-def _capacities(canon: Canonical) -> dict[tuple[str, str], dict[str, list[float]]]:
-    from harness.analyze import capacity as acap
-
-    return acap.by_leg(acap.searches(canon))
-
-
 def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name: str, title: str,
                   capacity: bool = False) -> Table:
     """The kind's metric per (model, workload) and leg, and per pair of neighbouring legs in `legs` the
@@ -73,7 +67,8 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
     `capacity`: only the rows of serve workloads that searched for a capacity, their figures the capacities
     (the kind's own table leaves those rows out)."""
     metric = CAPACITY if capacity else workloads.metric_of(kind)
-    caps = _capacities(canon)   # keyed by (model, workload): only a searching kind's rows are in it
+    sv = study_verdicts(canon)
+    caps = sv.capacities   # keyed by (model, workload): only a searching kind's rows are in it
 
     def fmt(v: float | None) -> str:
         return MISSING if v is None or pd.isna(v) else metric.fmt(v)
@@ -85,7 +80,6 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
     # Plain dict lookups: a table is built per leg pair, and frames are slow to index cell by cell.
     cells = {(c["leg"], c["model"], c["workload"]): c for c in canon.cells.to_dict("records")}
     pairs = list(zip(legs, legs[1:]))
-    sv = study_verdicts(canon)
     data_rows, disp_rows, shown = [], [], []
     verdicts_all: list[list[CellVerdict | None]] = []
     for r in rows.to_dict("records"):
@@ -93,12 +87,12 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
         d: dict[str, object] = {"model": model, "tp": int(r["tp"]), "workload": workload}
         s: dict[str, object] = {"model": ticked(model), "tp": str(d["tp"]), "workload": workload}
         for leg, label in legs:
-            c = cells.get((leg, model, workload))
             if capacity:
                 found = caps[(model, workload)].get(leg, [])
                 d[label] = float(pd.Series(found).median()) if found else None
                 d[f"{label} n"] = len(found)
             else:
+                c = cells.get((leg, model, workload))
                 d[label] = float(c["value"]) if c is not None else None
                 d[f"{label} n"] = int(c["n"]) if c is not None else 0
             s[label] = fmt(d[label])
@@ -194,7 +188,7 @@ def kind_table(canon: Canonical, kind: str) -> Table:
 
 def _capacity_kind(canon: Canonical) -> str | None:
     """The workload kind whose rows searched for a capacity (a server kind), None where none did."""
-    caps = _capacities(canon)
+    caps = study_verdicts(canon).capacities
     exp = canon.expected
     kinds = [k for m, w, k in zip(exp["model"], exp["workload"], exp["kind"]) if (m, w) in caps]
     return kinds[0] if kinds else None
@@ -302,8 +296,8 @@ def write_tables(canon: Canonical, out_dir: Path) -> list[Path]:
             shown = [x for x in per_kind if len(x.data)] or list(per_kind[:1])
             (folder / f"{a}_vs_{b}.md").write_text(f"## {la} vs {lb}\n\n" + "\n".join(x.markdown() for x in shown),
                                                   encoding="utf-8")
-            keys = [workloads.metric_of(k).key for k in workloads.KINDS] + [CAPACITY.key]
-            pd.concat([x.data.assign(metric=k) for x, k in zip(per_kind, keys)]
+            keys = {f"compare-{k}": workloads.metric_of(k).key for k in workloads.KINDS} | {"compare-capacity": CAPACITY.key}
+            pd.concat([x.data.assign(metric=keys[x.name]) for x in per_kind]
                       ).to_csv(folder / f"{a}_vs_{b}.csv", index=False)
         return _move_into(scratch, out_dir)
     finally:

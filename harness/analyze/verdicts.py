@@ -214,6 +214,11 @@ class CellVerdict:
                 "(difference and equivalence tests apart)")
 
     @property
+    def within_resolution(self) -> bool:
+        """A gap no wider than the values' resolution: no number of repeats decides it, a finer search would."""
+        return self.resolution > 0 and self.ratio is not None and abs(math.log(self.ratio)) <= math.log1p(self.resolution)
+
+    @property
     def text(self) -> str:
         """The verdict in words: the one every view prints."""
         v = self.verdict
@@ -225,8 +230,7 @@ class CellVerdict:
             unit = UNIT_WORDS.get(self.unit, (self.unit, self.unit))[1]
             if self.rule == NESTED_METHOD and self.blocks is not None and self.blocks < 2:
                 unit = "engine blocks"
-            if self.resolution > 0 and self.ratio is not None and abs(math.log(self.ratio)) <= math.log1p(self.resolution):
-                # More repeats alone would not decide it either (see "undecided" below).
+            if self.within_resolution:
                 return (f"too few repeats, and the gap is within the resolution of the searches ({self.resolution:.1%}): "
                         "a finer rel_tol would decide it")
             return f"too few repeats (needs ≥ {self.needs} {unit})" if self.needs else "too few repeats"
@@ -238,8 +242,7 @@ class CellVerdict:
                 return f"undecided across the {self.family_size} cells of its family ({alone} alone{p})"
             if self.needs:
                 return f"undecided (~{self.needs} {UNIT_WORDS.get(self.unit, (self.unit, self.unit))[1]} would likely decide)"
-            if self.resolution > 0:
-                # No number of repeats narrows a search's grid: only a finer search decides it.
+            if self.within_resolution:
                 return (f"undecided (the searches resolve {self.resolution:.1%}: no number of repeats decides "
                         "a gap that small; a finer rel_tol would)")
             return "undecided"
@@ -255,6 +258,10 @@ class StudyVerdicts:
     margin: float
     margin_source: str
     alpha: float
+    # (model, workload) -> leg -> the capacities its searches measured, and each cell's search resolution:
+    # the samples the capacity cells were decided on, which the capacity table prints (never recomputed).
+    capacities: dict[tuple[str, str], dict[str, list[float]]] = field(default_factory=dict, compare=False)
+    resolutions: dict[tuple[str, str], float] = field(default_factory=dict, compare=False)
 
     def get(self, kind: str, model: str, workload: str, old: str, new: str) -> CellVerdict | None:
         """The cell of (kind, model, workload) between legs old and new, from the family it belongs to."""
@@ -272,7 +279,7 @@ class StudyVerdicts:
         legs = [n for n, _ in leg_pairs(self.canon)]
         steps = set(zip(legs, legs[1:]))
         pairs = [(a, b) for i, a in enumerate(legs) for b in legs[i + 1:] if (a, b) not in steps]
-        cells = _family(self.canon, pairs, OTHER, self.margin, self.alpha)
+        cells = _family(self.canon, pairs, OTHER, self.margin, self.alpha, self.capacities, self.resolutions)
         return {(c.kind, c.model, c.workload, c.old, c.new): c for c in cells}
 
 
@@ -282,14 +289,11 @@ def _rows(canon: Canonical, kind: str) -> list[tuple[str, str]]:
     return list(zip(rows["model"], rows["workload"]))
 
 
-def _family(canon: Canonical, pairs: list[tuple[str, str]], family: str, margin: float,
-            alpha: float) -> list[CellVerdict]:
-    from harness.analyze import capacity as acap
-
+def _family(canon: Canonical, pairs: list[tuple[str, str]], family: str, margin: float, alpha: float,
+            capacities: dict[tuple[str, str], dict[str, list[float]]],
+            resolution: dict[tuple[str, str], float]) -> list[CellVerdict]:
     labels = dict(leg_pairs(canon))
     cells = {(c["leg"], c["model"], c["workload"]): c for c in canon.cells.to_dict("records")}
-    found = acap.searches(canon)
-    capacities, resolution = acap.by_leg(found), acap.resolutions(found)
     transcribed_study = canon.study.provenance == "transcribed"
     pending: list[dict] = []
     for kind in workloads.KINDS:
@@ -359,8 +363,13 @@ def study_verdicts(canon: Canonical) -> StudyVerdicts:
     margin, source = study_margin(canon)
     alpha = study_alpha(canon)
     legs = [n for n, _ in leg_pairs(canon)]
-    cells = _family(canon, list(zip(legs, legs[1:])), STEPS, margin, alpha)
-    sv = StudyVerdicts(canon=canon, cells=tuple(cells), margin=margin, margin_source=source, alpha=alpha)
+    from harness.analyze import capacity as acap
+
+    found = acap.searches(canon)
+    capacities, resolutions = acap.by_leg(found), acap.resolutions(found)
+    cells = _family(canon, list(zip(legs, legs[1:])), STEPS, margin, alpha, capacities, resolutions)
+    sv = StudyVerdicts(canon=canon, cells=tuple(cells), margin=margin, margin_source=source, alpha=alpha,
+                       capacities=capacities, resolutions=resolutions)
     if len(_CACHE) >= _CACHE_MAX:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[id(canon)] = (canon, sv)
