@@ -105,6 +105,12 @@ def slo_bounds(canon: Canonical) -> dict[tuple[str, str], list[tuple[str, float,
     return out
 
 
+def center(values: list[float]) -> float | None:
+    """A leg's capacity over its repeats (the searches that measured one): their median, as the capacity
+    table prints it; None without any."""
+    return float(np.median(values)) if len(values) else None
+
+
 def interval(values: list[float], confidence: float = CONFIDENCE,
              resolution: float = 0.0) -> tuple[float | None, float | None]:
     """A leg's capacity interval over its repeats: the t-interval of the log capacities, exponentiated
@@ -146,7 +152,7 @@ def per_leg(found: pd.DataFrame, price: Price | None = None) -> pd.DataFrame:
         low, high = interval(caps, resolution=res.get((model, wl), 0.0))
         tok_s = ok["output_tok_s"].dropna()
         row = {"model": model, "workload": wl, "leg": leg, "axis": g["axis"].iloc[0],
-               "capacity": float(np.median(caps)) if caps else None, "low": low, "high": high,
+               "capacity": center(caps), "low": low, "high": high,
                "repeats": len(caps), "statuses": ", ".join(f"{n} {s}" for s, n in g["status"].value_counts().items()),
                "output_tok_s": float(tok_s.median()) if len(tok_s) else None,
                "goodput_req_s": float(ok["goodput_req_s"].median()) if ok["goodput_req_s"].notna().any() else None,

@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import workloads
+from harness.analyze import capacity as acap
 from harness.analyze.canonical import Canonical, provenance_note
 from harness.core.errors import UserError
 from harness.analyze.fmt import (MISSING, fmt_ci, fmt_ms, fmt_ratio, fmt_tok_s, fmt_verdict, markdown_table,  # noqa: F401
@@ -89,7 +90,7 @@ def _metric_table(canon: Canonical, kind: str, legs: list[tuple[str, str]], name
         for leg, label in legs:
             if capacity:
                 found = caps[(model, workload)].get(leg, [])
-                d[label] = float(pd.Series(found).median()) if found else None
+                d[label] = acap.center(found)
                 d[f"{label} n"] = len(found)
             else:
                 c = cells.get((leg, model, workload))
