@@ -90,6 +90,15 @@ def crosscheck_md(records: Sequence[ServeCrosscheckRecord]) -> str:
                          for x in s.excluded]
     if failures:
         lines += ["", "Left out (not measured, or not every request completed):", ""] + [f"- {f}" for f in failures]
+    # A record's own notes (where its points came from, repeats carried over), each once with its records.
+    own: dict[str, list[ServeCrosscheckRecord]] = {}
+    for rec in records:
+        for n in rec.notes:
+            if n not in NOTES:
+                own.setdefault(n, []).append(rec)
+    if own:
+        lines += ["", "Notes:", ""] + [f"- {', '.join(r.leg for r in rs)} `{rs[0].model}` {rs[0].workload}: {n}"
+                                       for n, rs in own.items()]
     versions = sorted({f"{r.leg}: vLLM {r.vllm}" for r in records if r.vllm})
     if versions:
         lines += ["", "Versions: " + "; ".join(versions) + "."]
