@@ -14,6 +14,9 @@ Two differences remain. The prompts differ: vLLM's random dataset draws its own 
 the harness sends token-id lists (harness.workloads.text). The lengths match, the ids do not. The
 clients differ too: vLLM's runs in the leg's environment, ours in the harness's.
 
+A workload with a capacity search is measured with --at-capacity STUDY only, at the capacities STUDY
+measured for it (harness.experiments.at_capacity).
+
 The records, `serve-crosscheck/<leg>--<model>--<workload>.json`, and their format history:
 harness.schema.serve_crosscheck.
 """
@@ -37,6 +40,7 @@ from harness import workloads
 from harness.analyze.stats import ratio
 from harness.core import flags, paths
 from harness.experiments import Ran
+from harness.experiments import at_capacity as at_cap
 from harness.experiments.serve_crosscheck_md import NOTES, crosscheck_md, fmt_value, point_label
 from harness.core.errors import UserError
 from harness.core.logs import root_cause, scrub
@@ -357,11 +361,12 @@ class Result:
     view: Path | None                      # the study's serve-crosscheck.md (every kept record)
 
 
-def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = None,
-                     server_factory: ServerFactory | None = None) -> Result:
+def serve_crosscheck(args: SweepArgs, *, at_capacity: str | Path | None = None,
+                     bench_prefix: Sequence[str] | None = None, server_factory: ServerFactory | None = None) -> Result:
     """Every (leg, model, serve workload) of the plan, repetition outermost: harness and vLLM's serve
     benchmark on one server per repeat. Writes serve-crosscheck/<leg>--<model>--<workload>.json per key
     (after every repeat) and the study's serve-crosscheck.md.
+    `at_capacity`: a capacity workload measured at the capacities that study found (experiments.at_capacity).
     `bench_prefix` replaces `python worker/vllm_serve_bench.py` (vLLM's `bench serve`; tests: a fake),
     `server_factory` the leg's server."""
     if args.repeats is not None and args.repeats < 1:
@@ -377,10 +382,14 @@ def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = No
         if p.spec.workload.work.get("modality", "text") != "text":
             raise UserError(f"{args.scenario}: workload {p.spec.workload.name!r}: the crosscheck compares text "
                             f"token-id prompts; modality {p.spec.workload.work['modality']!r} is not cross-checked")
-        if p.spec.workload.work.get("capacity") is not None:
+        if p.spec.workload.work.get("capacity") is not None and at_capacity is None:
             # vLLM's benchmark measures given load points; a search's probes are chosen as it goes.
             raise UserError(f"{args.scenario}: workload {p.spec.workload.name!r}: a capacity search is not "
-                            "cross-checked (cross-check a grid of its loads instead)")
+                            "cross-checked as such (--at-capacity STUDY measures it at the capacities a study "
+                            "found, or cross-check a grid of its loads)")
+    at_notes: dict[tuple[str, str], str] = {}
+    if at_capacity is not None:   # before anything is written: a bad STUDY writes nothing
+        runs, at_notes = at_cap.apply(runs, at_capacity, args.results, str(args.scenario))
     make_server = server_factory or Server
     invocation_id = datetime.now().strftime("%Y%m%dT%H%M%S%f")[:-3] + "-" + uuid.uuid4().hex[:6]
     records: dict[tuple[str, str, str], ServeCrosscheckRecord] = {}
@@ -416,8 +425,9 @@ def serve_crosscheck(args: SweepArgs, *, bench_prefix: Sequence[str] | None = No
                     dest.mkdir(parents=True, exist_ok=True)
                     shutil.move(str(left), str(dest / left.name))
                     console.print(f"[yellow]{left}: files without a record moved to {dest / left.name}")
-                notes = [*NOTES] + ([f"repeats {', '.join(f'r{r.repeat}' for r in kept)} carried over from an "
-                                     f"earlier invocation (--resume)"] if kept else [])
+                notes = [*NOTES] + ([at_notes[key[1:]]] if key[1:] in at_notes else []) + (
+                    [f"repeats {', '.join(f'r{r.repeat}' for r in kept)} carried over from an earlier invocation "
+                     "(--resume)"] if kept else [])
                 records[key] = ServeCrosscheckRecord(
                     leg=key[0], model=key[1], workload=key[2], scenario=str(args.scenario), invocation_id=invocation_id,
                     started_at=record.now(), settings=_settings(s), harness_client=loadgen.client_info(), notes=notes,
@@ -515,6 +525,7 @@ quote = None
 @dataclass(frozen=True, kw_only=True)
 class Args:
     sweep: SweepArgs
+    at_capacity: str | None = None
 
     @classmethod
     def add_cli_args(cls, p: argparse.ArgumentParser) -> None:
@@ -531,6 +542,9 @@ class Args:
                            help="an earlier record of the same settings: move it to superseded/<invocation>/, "
                                 "measure again")
         p.add_argument("--retry-failed", action="store_true", help="with --resume, measure its failed repeats again")
+        p.add_argument("--at-capacity", metavar="STUDY",
+                       help="a workload with a capacity search: measure it at the capacities STUDY (a study folder, "
+                            "or a study's name under the results root) measured for it, one point per leg")
 
     @classmethod
     def from_cli_args(cls, a: argparse.Namespace) -> "Args":
@@ -540,11 +554,12 @@ class Args:
             raise UserError("--retry-failed goes with --resume")
         return cls(sweep=SweepArgs(scenario=a.scenario, results=a.results, study=a.study, legs=tuple(a.legs),
                                    models=tuple(a.models), workloads=tuple(a.workloads), repeats=a.repeats,
-                                   resume=a.resume, retry_failed=a.retry_failed, supersede=a.supersede))
+                                   resume=a.resume, retry_failed=a.retry_failed, supersede=a.supersede),
+                   at_capacity=a.at_capacity)
 
 
 def run(args: Args) -> Ran:
-    res = serve_crosscheck(args.sweep)
+    res = serve_crosscheck(args.sweep, at_capacity=args.at_capacity)
     return Ran(record=tuple(res.records), files=tuple(p for p in [*res.files, res.view] if p is not None))
 
 
