@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -30,3 +31,28 @@ def test_prompts_are_deterministic_and_within_vocab():
     assert a == b and prompts_sha(a) == prompts_sha(b)
     assert prompts_sha(make_prompts(4, 16, 2048, seed=4)) != prompts_sha(a)
     assert all(10 <= t < 2047 for p in a for t in p) and all(len(p) == 16 for p in a)
+
+
+def test_manifest_records_each_gpus_clocks_power_and_temperature_and_skips_fields_the_driver_refuses(
+        tmp_path, monkeypatch):
+    """FAKE nvidia-smi (this machine has no GPU): two cards; the driver refuses one state field."""
+    from harness.measure.worker import stack
+
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("""#!/bin/sh
+case "$1" in
+  --query-gpu=index,*) printf '0, NVIDIA H100 80GB HBM3, 580.1, 81559 MiB, GPU-a\\n1, NVIDIA H100 80GB HBM3, 580.1, 81559 MiB, GPU-b\\n' ;;
+  --query-compute-apps=*) ;;
+  --query-gpu=clocks_event_reasons.active) echo 'Field "clocks_event_reasons.active" is not a valid field to query.' >&2; exit 2 ;;
+  --query-gpu=clocks.sm) printf '1980 MHz\\n1755 MHz\\n' ;;
+  --query-gpu=*) v="${1#--query-gpu=}"; printf '%s-0\\n%s-1\\n' "$v" "$v" ;;
+esac
+""")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    smi = stack._nvidia_smi()
+    assert [g["uuid"] for g in smi["gpus"]] == ["GPU-a", "GPU-b"]
+    assert [s["clocks.sm"] for s in smi["state"]] == ["1980 MHz", "1755 MHz"]
+    assert smi["state"][1]["power.limit"] == "power.limit-1"
+    assert all("clocks_event_reasons.active" not in s for s in smi["state"])
+    assert set(smi["state"][0]) == set(stack.GPU_STATE) - {"clocks_event_reasons.active"}

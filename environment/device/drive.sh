@@ -12,7 +12,8 @@
 #                       stay). The wait for the site folders has its own limit, SITE_WAIT_S (1500).
 #   PYTHONPATH          $ROOT/site-<first of SITES>: the image's torch plus that vLLM (legs name their own)
 #
-# Beside the stages: the device's and each process's GPU memory once a second ($ROOT/R/gpu-mem.csv).
+# Beside the stages: the device's and each process's GPU memory once a second ($ROOT/R/gpu-mem.csv), and
+# the card's clocks, power and temperature ($ROOT/R/gpu-state.csv).
 # The last line of $ROOT/R/drive.log is "drive done" (what `machine.sh watch` waits for).
 # ROOT is a variable so that `pack.sh --test` runs this here, offline, with a plan of plain commands.
 set -u
@@ -36,10 +37,17 @@ first=${sites%% *}
 export PYTHONUNBUFFERED=1
 mem=""
 if command -v nvidia-smi > /dev/null; then
+  # And what the card runs at (two cards of one model can serve at different speeds): SM clock, power,
+  # temperature and why the clock is held down, where the driver knows that field (gpu-state.csv).
+  state=clocks.sm,clocks.mem,power.draw,power.limit,temperature.gpu,pstate,clocks_event_reasons.active
+  nvidia-smi --query-gpu="$state" --format=csv,noheader > /dev/null 2>&1 \
+    || state=clocks.sm,clocks.mem,power.draw,power.limit,temperature.gpu,pstate
+  echo "time,$state" >> "$R/gpu-state.csv"
   (while :; do
      t=$(date -u +%FT%T.%3N)
      nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader,nounits | sed "s/^/$t,gpu,/"
      nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits | sed "s/^/$t,app,/"
+     nvidia-smi --query-gpu="$state" --format=csv,noheader,nounits | sed "s/^/$t,/" >> "$R/gpu-state.csv"
      sleep 1
    done) >> "$R/gpu-mem.csv" 2>&1 &
   mem=$!

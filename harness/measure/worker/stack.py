@@ -81,9 +81,34 @@ def _nvidia_smi() -> dict:
                 for line in out.stdout.strip().splitlines() if line.strip()]
         apps = subprocess.run([exe, "--query-compute-apps=pid,process_name,used_memory",
                                "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
-        return {"gpus": gpus, "compute_apps": [a.strip() for a in apps.stdout.splitlines() if a.strip()]}
+        return {"gpus": gpus, "compute_apps": [a.strip() for a in apps.stdout.splitlines() if a.strip()],
+                "state": _gpu_state(exe)}
     except (OSError, subprocess.SubprocessError) as e:
         return {"error": str(e)}
+
+
+# Two cards of one model can serve at different speeds (clock and power limits, a throttled or warm card):
+# what each GPU may and does run at when the run starts, so that two runs' machines can be told apart.
+# A driver that does not know one field refuses the whole query, so the fields go one query each.
+GPU_STATE = ("clocks.sm", "clocks.max.sm", "clocks.mem", "clocks.max.mem", "power.draw", "power.limit",
+             "temperature.gpu", "pstate", "clocks_event_reasons.active")
+
+
+def _gpu_state(exe: str) -> list[dict[str, str]]:
+    state: list[dict[str, str]] = []
+    for field in GPU_STATE:
+        try:
+            out = subprocess.run([exe, f"--query-gpu={field}", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out.returncode != 0:
+            continue
+        for i, line in enumerate(x for x in out.stdout.splitlines() if x.strip()):
+            if i == len(state):
+                state.append({})
+            state[i][field] = line.strip()
+    return state
 
 
 def _leg_build() -> dict | None:
