@@ -18,9 +18,11 @@ SHIPPED = sorted(RESULTS.glob(f"*/{sxc.FOLDER}/*.json"))
 
 
 def _without_version(d: dict) -> dict:
-    """All but what lifting an older file changes: the version, the kind, each point's band."""
+    """All but what lifting an older file changes: the version, the kind, each point's band and its p99
+    comparisons (None in a file lifted from version 3)."""
+    lifted = ("band", "ttft_p99_ms", "tpot_p99_ms")
     out = {k: v for k, v in d.items() if k not in ("schema_version", "kind", "summary")}
-    return out | {"summary": [{k: v for k, v in x.items() if k != "band"} for x in d.get("summary", [])]}
+    return out | {"summary": [{k: v for k, v in x.items() if k not in lifted} for x in d.get("summary", [])]}
 
 
 def test_there_are_shipped_records():
@@ -108,3 +110,25 @@ def test_version_2_band_is_rejudged_and_a_point_without_interval_is_not_judged(t
     data["summary"] = [wide | {"band": "within"}, alone | {"band": "within"}]
     _, path = _study_with(tmp_path, "v2.json", data)
     assert [s.band for s in sxc.read(path).summary] == ["undecided", "no interval"]
+
+
+def test_a_version_3_record_lifts_without_p99_and_its_view_summarizes_them_from_its_repeats(tmp_path):
+    # A shipped version-3 record (the two clients at a capacity, where the tail is what matters): read
+    # alone it has no p99 comparisons; the study's reader summarizes it again, so the view has them.
+    src = RESULTS / "h100-capacity-clients" / sxc.FOLDER / "h200-0.24.0--Llama-3.1-8B_dummy_weights_--capacity-text.json"
+    raw = json.loads(src.read_text(encoding="utf-8"))
+    assert raw["schema_version"] == 3
+    study, path = _study_with(tmp_path, src.name, raw)
+    assert all(s.ttft_p99_ms is None and s.tpot_p99_ms is None for s in sxc.read(path).summary)
+    (rec,) = sxc.load_all(study)
+    first = rec.summary[0]
+    pair = rec.repeats[0].points[0]
+    assert first.ttft_p99_ms.harness == [pair.harness.metrics.ttft_ms.p99]
+    assert first.ttft_p99_ms.vllm == [pair.vllm.ttft_ms.p99]
+    assert first.ttft_p99_ms.ratio == pytest.approx(pair.harness.metrics.ttft_ms.p99 / pair.vllm.ttft_ms.p99)
+    assert first.tpot_p99_ms.ratio == pytest.approx(pair.harness.metrics.tpot_ms.p99 / pair.vllm.tpot_ms.p99)
+    # What was stored is kept: the throughput comparison is the one the file holds.
+    assert first.output_tok_s == sxc.read(path).summary[0].output_tok_s
+    row = next(ln for ln in sxc.crosscheck_md([rec]).splitlines() if ln.startswith("| h200-0.24.0 "))
+    assert row.count(" | ") == 13 and "9105.07 / 7442.26 (1.223)" in row
+    assert "p99 TTFT ms harness / vLLM" in sxc.crosscheck_md([rec])

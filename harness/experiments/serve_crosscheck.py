@@ -334,6 +334,8 @@ def summarize(repeats: Sequence[RepeatRun]) -> list[PointSummary]:
             "ttft_p50_ms": compare([x.metrics.ttft_ms.p50 for x in hs], [x.ttft_ms.p50 for x in vs]),
             "tpot_p50_ms": compare([x.metrics.tpot_ms.p50 for x in hs], [x.tpot_ms.p50 for x in vs]),
             "itl_p50_ms": compare([x.metrics.itl_ms.p50 for x in hs], [x.itl_ms.p50 for x in vs]),
+            "ttft_p99_ms": compare([x.metrics.ttft_ms.p99 for x in hs], [x.ttft_ms.p99 for x in vs]),
+            "tpot_p99_ms": compare([x.metrics.tpot_ms.p99 for x in hs], [x.tpot_ms.p99 for x in vs]),
         }
         o = cmp["output_tok_s"]
         rows.append(PointSummary(concurrency=key[0], request_rate=key[1], **cmp, excluded=excluded.get(key, []),
@@ -494,8 +496,12 @@ def _read_settings(path: Path) -> dict | None:
 
 
 def load_all(study_dir: Path) -> list[ServeCrosscheckRecord]:
+    """Every record of the study. One lifted from a version without the p99 comparisons is summarized
+    again from its repeats, by the same `summarize` a crosscheck writes with, so every view of it has them."""
     folder = Path(study_dir) / FOLDER
-    return [read(p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+    recs = [read(p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+    return [r if all(s.ttft_p99_ms is not None for s in r.summary)
+            else r.model_copy(update={"summary": summarize(r.repeats)}) for r in recs]
 
 
 def write_view(study_dir: Path) -> Path | None:

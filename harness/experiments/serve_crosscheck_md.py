@@ -59,7 +59,9 @@ def _band_cell(s: PointSummary) -> str:
     return s.band or "—"
 
 
-def _pair_cell(c: Comparison) -> str:
+def _pair_cell(c: Comparison | None) -> str:
+    if c is None:
+        return "—"
     h, v = _median(c.harness), _median(c.vllm)
     return f"{fmt_value(h, '{:.2f}')} / {fmt_value(v, '{:.2f}')} ({fmt_value(c.ratio, '{:.3f}')})"
 
@@ -72,12 +74,14 @@ def crosscheck_md(records: Sequence[ServeCrosscheckRecord]) -> str:
              f"(Welch's t on log values) with 2 or more repeats per side. Target: 1.00 ± {TARGET_BAND:.2f}, judged "
              "by the interval: within only when the whole 95% interval lies inside the band, outside only when "
              "the whole interval lies outside it, undecided when it crosses an edge; a point with fewer than 2 "
-             "repeats on a side has no interval and is not judged.", ""]
+             "repeats on a side has no interval and is not judged. The p99 columns are the tail an SLO "
+             "judges: where the clients are compared at a capacity, they say whether both saw the SLO held.", ""]
     lines += [f"- {n}" for n in NOTES] + [""]
     lines += ["| leg | model | workload | point | repeats harness / vLLM | harness out tok/s | vLLM out tok/s | "
               f"harness ÷ vLLM [95% CI] | within ±{TARGET_BAND:.0%} (whole CI) | median TPOT ms harness / vLLM (÷) | "
-              "median TTFT ms harness / vLLM (÷) | median ITL ms harness / vLLM (÷) |",
-              "|---|---|---|---|---:|---:|---:|---|---|---|---|---|"]
+              "median TTFT ms harness / vLLM (÷) | median ITL ms harness / vLLM (÷) | "
+              "p99 TTFT ms harness / vLLM (÷) | p99 TPOT ms harness / vLLM (÷) |",
+              "|---|---|---|---|---:|---:|---:|---|---|---|---|---|---|---|"]
     failures: list[str] = []
     for rec in records:
         for s in rec.summary:
@@ -85,7 +89,8 @@ def crosscheck_md(records: Sequence[ServeCrosscheckRecord]) -> str:
             lines.append(f"| {rec.leg} | `{rec.model}` | {rec.workload} | {point_label(s.concurrency, s.request_rate)} | "
                          f"{len(o.harness)} / {len(o.vllm)} | {fmt_value(_median(o.harness), '{:,.1f}')} | "
                          f"{fmt_value(_median(o.vllm), '{:,.1f}')} | {_ratio_cell(o)} | {_band_cell(s)} | "
-                         f"{_pair_cell(s.tpot_p50_ms)} | {_pair_cell(s.ttft_p50_ms)} | {_pair_cell(s.itl_p50_ms)} |")
+                         f"{_pair_cell(s.tpot_p50_ms)} | {_pair_cell(s.ttft_p50_ms)} | {_pair_cell(s.itl_p50_ms)} | "
+                         f"{_pair_cell(s.ttft_p99_ms)} | {_pair_cell(s.tpot_p99_ms)} |")
             failures += [f"{rec.leg} `{rec.model}` {rec.workload} {point_label(s.concurrency, s.request_rate)} {x}"
                          for x in s.excluded]
     if failures:

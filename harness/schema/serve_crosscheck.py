@@ -10,6 +10,10 @@ Format history (schema_version; `read` lifts an older file in order):
       "above" only when the whole interval lies there, "undecided" when it crosses an edge of the
       band, "no interval" when a side has too few repeats for one. Version-2 files lift with `band`
       recomputed from their stored interval (interval_band).
+  4 - each point's summary compares p99 TTFT and p99 TPOT too (`ttft_p99_ms`, `tpot_p99_ms`): the
+      tail an SLO judges, which is what matters where the two clients are compared at a capacity.
+      Version-3 files lift with both None; their repeats hold every point's p99, and the crosscheck's
+      reader (harness.experiments.serve_crosscheck.load_all) summarizes such a record again from them.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from harness.schema import record
 from harness.schema.base import Frozen
 from harness.schema.serve import Dist, ServePoint
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 KIND = "serve-crosscheck"
 # The aim on the CPU: harness ÷ vLLM within 1.00 ± 0.03 at every point. Here, not beside the
 # measurement, because lifting a version-2 file re-judges its band against it.
@@ -115,6 +119,8 @@ class PointSummary(Frozen):
     ttft_p50_ms: Comparison
     tpot_p50_ms: Comparison
     itl_p50_ms: Comparison
+    ttft_p99_ms: Comparison | None = None     # None only in a record lifted from version 3
+    tpot_p99_ms: Comparison | None = None
     band: Band | None = None                                  # output tok/s's interval against 1 ± TARGET_BAND
     excluded: list[str] = Field(default_factory=list)         # samples left out, and why
 
@@ -164,7 +170,12 @@ def _update_to_3(old: dict, path: Path) -> dict:
     return out
 
 
-MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3}
+def _update_to_4(old: dict, path: Path) -> dict:
+    """Version 3 -> 4: no p99 comparisons (None); everything else as it was."""
+    return {**old, "schema_version": 4}
+
+
+MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4}
 
 
 def read(path: Path) -> ServeCrosscheckRecord:
