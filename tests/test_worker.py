@@ -35,7 +35,8 @@ def test_prompts_are_deterministic_and_within_vocab():
 
 def test_manifest_records_each_gpus_clocks_power_and_temperature_and_skips_fields_the_driver_refuses(
         tmp_path, monkeypatch):
-    """FAKE nvidia-smi (this machine has no GPU): two cards; the driver refuses one state field."""
+    """FAKE nvidia-smi (this machine has no GPU): two cards; the driver refuses one state field, and so
+    any query that names it."""
     from harness.measure.worker import stack
 
     fake = tmp_path / "nvidia-smi"
@@ -43,7 +44,7 @@ def test_manifest_records_each_gpus_clocks_power_and_temperature_and_skips_field
 case "$1" in
   --query-gpu=index,*) printf '0, NVIDIA H100 80GB HBM3, 580.1, 81559 MiB, GPU-a\\n1, NVIDIA H100 80GB HBM3, 580.1, 81559 MiB, GPU-b\\n' ;;
   --query-compute-apps=*) ;;
-  --query-gpu=clocks_event_reasons.active) echo 'Field "clocks_event_reasons.active" is not a valid field to query.' >&2; exit 2 ;;
+  --query-gpu=*clocks_event_reasons.active*) echo 'Field "clocks_event_reasons.active" is not a valid field to query.' >&2; exit 2 ;;
   --query-gpu=clocks.sm) printf '1980 MHz\\n1755 MHz\\n' ;;
   --query-gpu=*) v="${1#--query-gpu=}"; printf '%s-0\\n%s-1\\n' "$v" "$v" ;;
 esac
@@ -56,3 +57,18 @@ esac
     assert smi["state"][1]["power.limit"] == "power.limit-1"
     assert all("clocks_event_reasons.active" not in s for s in smi["state"])
     assert set(smi["state"][0]) == set(stack.GPU_STATE) - {"clocks_event_reasons.active"}
+
+
+def test_gpu_state_is_one_query_where_the_driver_knows_every_field(tmp_path, monkeypatch):
+    """FAKE nvidia-smi (this machine has no GPU): one card, every field known; each call is logged."""
+    from harness.measure.worker import stack
+
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(f"""#!/bin/sh
+echo "$1" >> {tmp_path}/calls
+v="${{1#--query-gpu=}}"; echo "$v" | tr ',' '\\n' | sed 's/$/=x/' | paste -sd, | sed 's/,/, /g'
+""")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert stack._gpu_state(str(fake)) == [{f: f"{f}=x" for f in stack.GPU_STATE}]
+    assert len((tmp_path / "calls").read_text().splitlines()) == 1

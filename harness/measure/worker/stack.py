@@ -6,6 +6,8 @@ whose torch is broken still says which torch it has.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import importlib.metadata as md
 import json
 import os
@@ -89,25 +91,35 @@ def _nvidia_smi() -> dict:
 
 # Two cards of one model can serve at different speeds (clock and power limits, a throttled or warm card):
 # what each GPU may and does run at when the run starts, so that two runs' machines can be told apart.
-# A driver that does not know one field refuses the whole query, so the fields go one query each.
 GPU_STATE = ("clocks.sm", "clocks.max.sm", "clocks.mem", "clocks.max.mem", "power.draw", "power.limit",
              "temperature.gpu", "pstate", "clocks_event_reasons.active")
 
 
+def _query(exe: str, fields: Sequence[str]) -> list[list[str]] | None:
+    """Per GPU, the fields' values; None where nvidia-smi refuses the query."""
+    try:
+        out = subprocess.run([exe, f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    rows = [[c.strip() for c in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
+    return rows if all(len(r) == len(fields) for r in rows) else None
+
+
 def _gpu_state(exe: str) -> list[dict[str, str]]:
+    # One query where the driver knows every field; a driver that does not know one refuses the whole
+    # query, and then each field is asked alone, so that only the unknown one is lost.
+    rows = _query(exe, GPU_STATE)
+    if rows is not None:
+        return [dict(zip(GPU_STATE, r)) for r in rows]
     state: list[dict[str, str]] = []
     for field in GPU_STATE:
-        try:
-            out = subprocess.run([exe, f"--query-gpu={field}", "--format=csv,noheader"], capture_output=True,
-                                 text=True, timeout=30)
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if out.returncode != 0:
-            continue
-        for i, line in enumerate(x for x in out.stdout.splitlines() if x.strip()):
+        for i, r in enumerate(_query(exe, [field]) or []):
             if i == len(state):
                 state.append({})
-            state[i][field] = line.strip()
+            state[i][field] = r[0]
     return state
 
 
