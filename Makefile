@@ -82,9 +82,12 @@ TEST_ARGS ?= -n 2 --dist loadfile
 # The suite, but for the tests marked `slow` (real-engine tests whose coverage a kept test repeats). What
 # its report and browser tests need comes first where it can be had: Quarto from QUARTO_SRC (when that
 # folder exists) and Chromium from the system's package manager (when it is missing and apt-get is
-# there); without either, those tests skip and say why.
+# there); without either, those tests skip and say why. PYTHONFAULTHANDLER: a crash of native code, in a
+# test or as the interpreter exits after the summary (one single-process run on 2026-12-07 passed every
+# test and then died of a segmentation fault, exit 139, with nothing to say where), prints every
+# thread's Python stack.
 test: setup test-tools
-	$(PY) -m pytest -q -m "not slow" $(TEST_ARGS)
+	PYTHONFAULTHANDLER=1 $(PY) -m pytest -q -m "not slow" $(TEST_ARGS)
 
 # The `slow` tests only: run before each landing that touches harness/measure/ (CONTRIBUTING.md).
 test-slow: setup
