@@ -93,6 +93,22 @@ def test_equal_capacities_are_one_point_and_the_concurrency_axis_holds_no_rate(t
     assert work["concurrency"] == [math.floor(c)] and work["request_rate"] == [] and work["num_prompts"] == 4
 
 
+def test_a_study_under_the_results_root_is_named_by_its_path_there(tmp_path, fakes):
+    """On a lent machine the root is a scratch folder (/root/R): the note names the study as it lies under
+    the root, which still means something once the records are copied back; a study elsewhere keeps the
+    path given."""
+    scenario = write_scenario(tmp_path, SCENARIO, name="atcap")
+    study = _study(tmp_path, {"0.27": [3.6, 4.0, 4.4], "0.32": [8.0, 8.3, 7.9]})
+    root = study.parent
+    res = sxc.serve_crosscheck(SweepArgs(scenario=str(scenario), results=root, study="clients"),
+                               at_capacity=study.name)
+    (rec,) = res.records
+    (note,) = [x for x in rec.notes if x.startswith("At capacity")]
+    assert note.startswith(f"At capacity (--at-capacity {study.name}):") and str(root) not in note
+    assert at_capacity.label(study, root) == study.name
+    assert at_capacity.label(study, tmp_path / "elsewhere") == str(study)
+
+
 def test_no_measured_capacity_or_no_study_is_one_line_and_writes_nothing(tmp_path, fakes, capsys):
     _, calls, _ = fakes
     scenario = write_scenario(tmp_path, SCENARIO, name="atcap")

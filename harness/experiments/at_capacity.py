@@ -48,10 +48,22 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def derive(study_dir: Path, model: str, workload: str, work: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def label(study_dir: Path, results: Path) -> str:
+    """How a note names STUDY: its path under the results root where it lies there (on a lent machine the
+    root is a scratch folder whose absolute path means nothing once the records are copied back), else
+    the path as given."""
+    try:
+        return str(Path(study_dir).resolve().relative_to(Path(results).resolve()))
+    except ValueError:
+        return str(study_dir)
+
+
+def derive(study_dir: Path, model: str, workload: str, work: dict[str, Any], *,
+           name: str | None = None) -> tuple[dict[str, Any], str]:
     """(the work measured at STUDY's capacities, the record's note saying where its points came from)
-    for `work`, a capacity search's workload of `model`. A UserError, naming STUDY, where STUDY is no
-    study or measured no capacity for this model and workload."""
+    for `work`, a capacity search's workload of `model`; the note names STUDY as `name` (default: its
+    path). A UserError, naming STUDY, where STUDY is no study or measured no capacity for this model and
+    workload."""
     cap = capacity_spec.parse(work["capacity"])
     canon = canonicalize(load(study_dir))
     found = acap.searches(canon)
@@ -93,7 +105,7 @@ def derive(study_dir: Path, model: str, workload: str, work: dict[str, Any]) -> 
     per_leg = "; ".join(f"{leg} {_fmt(c)} {unit} (median of {len(caps[leg])} "
                         f"search{'es' if len(caps[leg]) > 1 else ''})" for leg, c in centers.items())
     without = [leg for leg in legs if leg in set(mine["leg"]) and leg not in centers]
-    note = (f"At capacity (--at-capacity {study_dir}): the {cap.axis.replace('_', ' ')}s measured are the "
+    note = (f"At capacity (--at-capacity {name or study_dir}): the {cap.axis.replace('_', ' ')}s measured are the "
             f"capacities that study measured for {model} / {workload}, per leg the median over its searches that "
             f"measured one: {per_leg}"
             + (f" (no measured capacity: {', '.join(without)})" if without else "")
@@ -116,7 +128,7 @@ def apply(runs: list[PlannedRun], study: str | Path, results: Path, scenario: st
             continue
         key = (p.spec.model.name, ws.name)
         if key not in derived:
-            work, note = derive(study_dir, key[0], key[1], ws.work)
+            work, note = derive(study_dir, key[0], key[1], ws.work, name=label(study_dir, results))
             try:
                 derived[key] = (Workload.model_validate(work | {"description": ws.description}), note)
             except ValueError as e:   # a pydantic ValidationError: the first error's message
