@@ -22,16 +22,6 @@ def _private_lock(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HARNESS_LOCK", str(tmp_path_factory.mktemp("lock") / "measure.lock"))
 
 
-def pytest_collection_modifyitems(config, items):
-    """The files that start real engines or a Ray cluster run first, each file's tests in their own order.
-    `make test` gives the two xdist workers a file at a time (--dist loadfile), in collection order: in
-    alphabetical order long files came late, and the suite's last minutes ran on one worker while the
-    other idled (2026-12-07: 1,723 s of tests on two workers took 1,013 s)."""
-    heavy = {it.path for it in items if it.get_closest_marker("engine") or it.get_closest_marker("ray")}
-    first_seen = {path: i for i, path in enumerate(dict.fromkeys(it.path for it in items))}
-    items.sort(key=lambda it: (it.path not in heavy, first_seen[it.path]))
-
-
 def write_scenario(dir_: Path, body: str, name: str = "t") -> Path:
     path = dir_ / f"{name}.yaml"
     path.write_text(textwrap.dedent(body))
