@@ -197,6 +197,36 @@ def test_search_edges_below_lo_at_least_hi_and_budget():
     assert [p.value for p in out.probes] == [1, 2, 4, pytest.approx(math.sqrt(8))]
 
 
+def test_a_floor_steps_down_from_a_failing_lo_and_then_bisects():
+    # lo 40 fails on a machine whose capacity is 30: /1.25 to 32 (fails), 25.6 (passes), then bisect to 1%.
+    decl = {"slo": {"tpot_ms": {"p": 99, "max": 50}},
+            "search": {"lo": 40, "floor": 16, "hi": 256, "growth": 1.25, "rel_tol": 0.01, "max_probes": 12}}
+    cap = spec.parse(decl)
+    out, _ = search.search(cap, decl, _fake_probe(lambda v: v <= 30))
+    assert [p.value for p in out.probes][:3] == [40, 32, pytest.approx(25.6)]
+    assert [p.phase for p in out.probes][:4] == ["bracket"] * 3 + ["bisect"]
+    assert out.status == "found" and out.bracket_low <= 30 < out.bracket_high <= 32
+    assert out.bracket_high / out.bracket_low - 1 <= 0.01 and "/1.25 per failure from 40, at least 16" in out.method
+    # Nothing passes down to the floor: below_lo, naming the floor; the floor itself was probed.
+    none, _ = search.search(cap, decl, _fake_probe(lambda v: False))
+    assert none.status == "below_lo" and none.capacity is None and none.probes[-1].value == 16
+    assert none.stop.startswith("the lowest value (16) failed")
+    # Without a floor, lo's failure ends the search as before; a passing lo never steps down.
+    plain = {**decl, "search": {k: v for k, v in decl["search"].items() if k != "floor"}}
+    one, _ = search.search(spec.parse(plain), plain, _fake_probe(lambda v: v <= 30))
+    assert one.status == "below_lo" and len(one.probes) == 1
+    up, _ = search.search(cap, decl, _fake_probe(lambda v: v <= 60))
+    assert up.probes[1].value == 50 and up.status == "found"
+    # On the concurrency axis the steps are whole requests in flight.
+    conc = {"axis": "concurrency", "slo": {"tpot_ms": {"p": 99, "max": 50}},
+            "search": {"lo": 16, "floor": 1, "hi": 64, "rel_tol": 0.01, "max_probes": 12}}
+    c, _ = search.search(spec.parse(conc), conc, _fake_probe(lambda v: v <= 5))
+    assert [p.value for p in c.probes][:4] == [16, 8, 4, 6] and c.capacity == 5
+    for bad, msg in (({"floor": 40}, "below lo"), ({"floor": 0}, "greater than 0"), ({"floor": "x"}, "floor")):
+        with pytest.raises(spec.CapacityError, match=msg):
+            spec.parse({**decl, "search": {**decl["search"], **bad}})
+
+
 def test_failed_requests_fail_a_probe_without_a_declared_share():
     cap = spec.parse({"slo": {"ttft_ms": {"p": 50, "max": 100}}, "search": {"lo": 1, "hi": 2}})
     reqs = [RequestResult(ok=True, ttft_s=0.01, latency_s=0.01, output_tokens=1)] * 9 + [RequestResult(error="HTTP 500")]

@@ -3,11 +3,14 @@
 Method (docs/capacity.md says why): whether a load meets the SLO is treated as a monotone pass/fail
 predicate of the load, so the search brackets, then bisects:
   bracket - probe `lo`; while a probe passes and is below `hi`, probe `growth` times higher (capped at
-            `hi`). The first failure closes the bracket [highest pass, first failure].
+            `hi`). The first failure closes the bracket [highest pass, first failure]. Where `lo` itself
+            fails and a `floor` is declared, probe `growth` times lower (not below `floor`) until a
+            probe passes: the first pass closes the bracket [first pass, lowest failure].
   bisect  - probe the bracket's midpoint (geometric for request rates, which span scales; integer for
             concurrency) and keep the half the predicate says, until the bracket is within `rel_tol`
             (rates: top / bottom - 1 <= rel_tol; concurrency: top - bottom <= 1).
-  stop    - `found` when the bracket is that narrow; `below_lo` when `lo` itself fails; `at_least_hi`
+  stop    - `found` when the bracket is that narrow; `below_lo` when the lowest value allowed (`floor`,
+            else `lo`) fails; `at_least_hi`
             when `hi` passes; `max_probes` when the budget ends first (the capacity is then the highest
             pass, the bracket wider than asked); `failed` when a probe could not be measured (the server
             died, or no request of it completed): a load that kills the server, or a server that answers
@@ -45,7 +48,8 @@ def method(cap: Capacity) -> str:
     tol = "top - bottom <= 1" if cap.axis == "concurrency" else f"top / bottom - 1 <= {s.rel_tol:g}"
     each = "" if s.probe_s is None else (f"; each probe sends num_prompts requests or {s.probe_s:g} s of "
                                          "arrivals at its rate, whichever is more")
-    return (f"bracket from {s.lo:g} (x{s.growth:g} per pass, at most {s.hi:g}), then bisect at the {mid} "
+    down = "" if s.floor is None else f"; /{s.growth:g} per failure from {s.lo:g}, at least {s.floor:g}"
+    return (f"bracket from {s.lo:g} (x{s.growth:g} per pass, at most {s.hi:g}{down}), then bisect at the {mid} "
             f"midpoint until {tol}; at most {s.max_probes} probes{each}")
 
 
@@ -140,6 +144,13 @@ def _up(cap: Capacity, v: float) -> float:
     return min(nxt, cap.search.hi)
 
 
+def _down(cap: Capacity, v: float) -> float:
+    nxt = v / cap.search.growth
+    if cap.axis == "concurrency":
+        nxt = float(min(int(v) - 1, round(nxt)))
+    return max(nxt, cap.search.floor if cap.search.floor is not None else cap.search.lo)
+
+
 def search(cap: Capacity, declared: dict, probe: Probe) -> tuple[CapacitySearch, list[ServePoint]]:
     """Run the search with `probe` measuring each step; the record's block and every probe's point."""
     s = cap.search
@@ -172,7 +183,10 @@ def search(cap: Capacity, declared: dict, probe: Probe) -> tuple[CapacitySearch,
             value = _up(cap, value)
             continue
         if passed_at is None:
-            status, stop = "below_lo", f"the lowest value ({s.lo:g}) failed: {why}"
+            if s.floor is not None and value > s.floor:   # still bracketing downward
+                value = _down(cap, value)
+                continue
+            status, stop = "below_lo", f"the lowest value ({value:g}) failed: {why}"
             break
         if _narrow(cap, passed_at, failed_at):
             status = "found"

@@ -44,6 +44,11 @@ class Bound:
 class Search:
     lo: float                 # the first value probed
     hi: float                 # never probed above
+    # Never probed below. Where `lo` fails the search steps down by `growth` to this before it gives up
+    # (`below_lo`): a capacity belongs to a machine, and machines of one card model differed by more
+    # than the step between lo and the capacity a first machine found (results/h100-capacity-spread).
+    # None: lo (no step down).
+    floor: float | None = None
     growth: float = 2.0       # bracketing: each passing probe multiplies the value by this
     rel_tol: float = 0.1      # bisecting stops once the bracket's top is within this of its bottom
     max_probes: int = 10
@@ -101,7 +106,7 @@ def _bound(key: str, raw: Any, metric: str) -> Bound:
 
 
 def _search(key: str, raw: Any, axis: str) -> Search:
-    raw = _keys(key, raw, ("lo", "hi", "growth", "rel_tol", "max_probes", "concurrency", "probe_s"))
+    raw = _keys(key, raw, ("lo", "hi", "floor", "growth", "rel_tol", "max_probes", "concurrency", "probe_s"))
     for k in ("lo", "hi"):
         if k not in raw:
             raise CapacityError(f"{key}.{k}: missing (the lowest and highest {axis} the search may probe)")
@@ -114,6 +119,13 @@ def _search(key: str, raw: Any, axis: str) -> Search:
     limits.at_most(f"{key}.hi", hi, cap, "requests in flight" if axis == "concurrency" else "requests per second")
     if axis == "concurrency" and (lo != int(lo) or hi != int(hi)):
         raise CapacityError(f"{key}.lo: the concurrency axis probes whole numbers of requests in flight")
+    floor = raw.get("floor")
+    if floor is not None:
+        floor = _num(f"{key}.floor", floor)
+        if not 0 < floor < lo:
+            raise CapacityError(f"{key}.floor: {floor:g} should be greater than 0 and below lo ({lo:g})")
+        if axis == "concurrency" and floor != int(floor):
+            raise CapacityError(f"{key}.floor: the concurrency axis probes whole numbers of requests in flight")
     growth = _num(f"{key}.growth", raw.get("growth", 2.0))
     if not growth > 1:
         raise CapacityError(f"{key}.growth: {growth:g} should be greater than 1")
@@ -141,7 +153,7 @@ def _search(key: str, raw: Any, axis: str) -> Search:
         limits.at_most(f"{key}.probe_s", probe_s, limits.MAX_TIMEOUT_S, "seconds (a week)")
         limits.at_most(f"{key}.probe_s", math.ceil(hi * probe_s), limits.MAX_PROMPTS,
                        "requests in the probe at hi (hi x probe_s)")
-    return Search(lo=lo, hi=hi, growth=growth, rel_tol=rel_tol, max_probes=probes, concurrency=conc,
+    return Search(lo=lo, hi=hi, floor=floor, growth=growth, rel_tol=rel_tol, max_probes=probes, concurrency=conc,
                   probe_s=probe_s)
 
 
