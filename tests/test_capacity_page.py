@@ -153,3 +153,27 @@ def test_too_few_repeats_within_the_searchs_resolution_says_that_repeats_alone_w
     assert cell.verdict == "too few repeats" and 0 < cell.resolution <= 0.05
     assert cell.text.startswith("too few repeats, and the gap is within the resolution of the searches")
     assert "a finer rel_tol would decide it" in cell.text
+
+
+def test_the_dispersion_limitation_of_a_capacity_study_quotes_the_capacities_spread(tmp_path):
+    # Output tok/s at the probe is the same in every repeat here while the capacity wanders 4.0-6.0: the
+    # page's dispersion line must quote the capacity's spread (the figure the verdict rests on), not 0%.
+    from harness.publish.sections.limitations import limitations
+    d = _study(tmp_path, {"0.27": [4.0, 6.0, 5.0], "0.32": [5.0, 5.1, 5.0]}, tok_s=lambda known: 100.0)
+    (line,) = [x for x in limitations(report.load_study(d)) if x.startswith("**Dispersion.**")]
+    caps = acap.by_leg(acap.searches(report.load_study(d).canon))[("tiny-llama", "capacity-text")]["cpu-0.27.1"]
+    expected = (max(caps) - min(caps)) / sorted(caps)[1]
+    assert expected > 0.3 and f"largest repeat spread is {expected:.1%}" in line
+    assert "capacity-text on 0.27, capacity at the SLO)" in line
+
+
+def test_a_leg_whose_searches_are_censored_has_no_capacity_spread_and_the_page_says_so(tmp_path):
+    # Two of 0.27's three searches fail the first probe (below_lo): one capacity, no spread. Quoting the
+    # tok/s spread, or 0%, for it would be a number nobody measured.
+    from harness.publish.sections.limitations import limitations
+    d = _study(tmp_path, {"0.27": [0.1, 0.1, 4.0], "0.32": [5.0, 5.5, 5.0]})
+    lines = limitations(report.load_study(d))
+    (cens,) = [x for x in lines if x.startswith("**Capacities without a spread.**")]
+    assert "For 1 (leg, model, workload) cell fewer than two searches measured a capacity" in cens
+    (disp,) = [x for x in lines if x.startswith("**Dispersion.**")]
+    assert "on 0.32, capacity at the SLO)" in disp and "on 0.27" not in disp

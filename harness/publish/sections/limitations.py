@@ -6,12 +6,36 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analyze import capacity
+from harness.analyze.canonical import Canonical
+from harness.analyze.stats import spread
 from harness.analyze.tables import _legs, ticked
 from harness.analyze import wording as w
 from harness.analyze.claims.base import models, passes
 from harness.core.locate import rel
 from harness.publish.sections.overview import devices, other_repeats
 from harness.publish.study import Study
+
+
+def _spreads(canon: Canonical) -> tuple[list[tuple[float, str, str, str, str]], int]:
+    """(spread, model, workload, leg label, what) per canonical cell, and how many capacity cells have no
+    spread. Where the cell's runs searched for a capacity, the spread of the capacities its searches
+    measured: the figure its verdict rests on, not the throughput at the probe its canonical value reports
+    (a study of capacities would otherwise quote a spread of tok/s beside a capacity that wandered far
+    more); a cell where fewer than two searches measured one (the rest censored) has none."""
+    caps = capacity.by_leg(capacity.searches(canon))
+    out, censored = [], 0
+    for c in canon.cells.to_dict("records"):
+        sp, what = c["spread"], ""
+        if (c["model"], c["workload"]) in caps:
+            # Fewer than two searches that measured a capacity (the rest censored): no spread to quote.
+            sp = spread(caps[(c["model"], c["workload"])].get(c["leg"], []) or [0.0])
+            if sp is None:
+                censored += 1
+                continue
+            what = ", capacity at the SLO"
+        out.append((0.0 if sp is None or pd.isna(sp) else float(sp), c["model"], c["workload"], c["leg_label"], what))
+    return out, censored
 
 
 def limitations(st: Study) -> list[str]:
@@ -35,12 +59,17 @@ def limitations(st: Study) -> list[str]:
                     f"reads \"undecided\", not \"no difference\".")
             items.append(txt)
         else:
-            worst = max(((0.0 if pd.isna(s) else float(s), m, wl, lg) for s, m, wl, lg in
-                         zip(cells["spread"], cells["model"], cells["workload"], cells["leg_label"])), default=None)
+            spreads, censored = _spreads(canon)
+            worst = max(spreads, default=None)
+            if censored:
+                items.append(f"**Capacities without a spread.** For {w.n(censored, '(leg, model, workload) cell')} "
+                             f"fewer than two searches measured a capacity (the others stopped censored: see "
+                             f"\"Serving capacity at the SLO\"), so no spread of capacities is known there and "
+                             f"no ratio of capacities can be tested.")
             if worst:
-                sp, m, wl, lg = worst
+                sp, m, wl, lg, what = worst
                 items.append(f"**Dispersion.** Every canonical figure is the median of {w.span(cells['n'])} "
-                             f"repeats; the largest repeat spread is {sp:.1%} ({ticked(m)} {wl} on {lg}). "
+                             f"repeats; the largest repeat spread is {sp:.1%} ({ticked(m)} {wl} on {lg}{what}). "
                              f"A cell the rule and its family do not decide reads \"undecided\" (or \"equivalent within "
                              f"±δ\" where the whole interval lies inside the study's margin), never \"no difference\"; "
                              f"an interval that excludes 1.00x can still read undecided where the study's cells, "
