@@ -142,7 +142,7 @@ def _pts(leg, scale, repeats=3):
     rows = []
     for r in range(1, repeats + 1):
         for c, thr, user in ((1, 10, 100), (4, 30, 80), (8, 25, 60), (16, 60, 40)):
-            rows.append({"model": "m", "leg": leg, "repeat": r, "tp": 1, "concurrency": c, "request_rate": float("inf"),
+            rows.append({"model": "m", "workload": "w", "leg": leg, "repeat": r, "tp": 1, "concurrency": c, "request_rate": float("inf"),
                          "output_tok_s": thr * scale * (1 + 0.01 * r), "tok_s_per_user": user,
                          "requests_per_s": 1.0, "goodput_req_s": 1.0, "ttft_p50_ms": 10.0 / scale,
                          "ttft_p99_ms": 1, "tpot_p50_ms": 1000 / user, "tpot_p99_ms": 1, "itl_p50_ms": 1, "itl_p99_ms": 1,

@@ -21,7 +21,9 @@ from harness.core.errors import UserError
 # (column, higher is better): what the ratio table compares at each matched point.
 RATIO_METRICS = (("output_tok_s", True), ("tok_s_per_user", True), ("ttft_p50_ms", False),
                  ("tpot_p50_ms", False), ("goodput_req_s", True))
-_KEYS = ["model", "leg", "concurrency", "request_rate"]
+# A point is one (model, workload, leg, load): two serve workloads of one model at the same load (other
+# prompt lengths, or a probe repeated at one rate) are different points, never one median.
+_KEYS = ["model", "workload", "leg", "concurrency", "request_rate"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,9 +77,9 @@ def points(canon: Canonical) -> pd.DataFrame:
 
 
 def curve(pts: pd.DataFrame, price: Price | None = None) -> pd.DataFrame:
-    """Per (model, leg, point): medians over repeats, output tok/s per device, and Pareto membership
-    (no other point of the same leg is at least as good on both throughput per device and tok/s per
-    user and better on one)."""
+    """Per (model, workload, leg, point): medians over repeats, output tok/s per device, and Pareto
+    membership (no other point of the same leg and workload is at least as good on both throughput per
+    device and tok/s per user and better on one)."""
     if pts.empty:
         return pts
     agg = {c: "median" for c in ("output_tok_s", "requests_per_s", "tok_s_per_user", "goodput_req_s", "ttft_p50_ms",
@@ -87,7 +89,7 @@ def curve(pts: pd.DataFrame, price: Price | None = None) -> pd.DataFrame:
     c = pts.groupby(_KEYS, as_index=False).agg(agg).rename(columns={"repeat": "repeats"})
     c["tok_s_per_device"] = c["output_tok_s"] / c["tp"]
     c["pareto"] = False
-    for _, g in c.groupby(["model", "leg"]):
+    for _, g in c.groupby(["model", "workload", "leg"]):
         for i, r in g.iterrows():
             dominated = ((g["tok_s_per_device"] >= r["tok_s_per_device"]) & (g["tok_s_per_user"] >= r["tok_s_per_user"])
                          & ((g["tok_s_per_device"] > r["tok_s_per_device"]) | (g["tok_s_per_user"] > r["tok_s_per_user"])))
@@ -109,11 +111,11 @@ def ratios(pts: pd.DataFrame, old: str, new: str) -> pd.DataFrame:
     if pts.empty:
         return pd.DataFrame()
     rows = []
-    for (model, conc, rate), g in pts.groupby(["model", "concurrency", "request_rate"]):
+    for (model, wl, conc, rate), g in pts.groupby(["model", "workload", "concurrency", "request_rate"]):
         a, b = g[g["leg"] == old], g[g["leg"] == new]
         if a.empty or b.empty:
             continue
-        row: dict[str, Any] = {"model": model, "concurrency": conc, "request_rate": rate}
+        row: dict[str, Any] = {"model": model, "workload": wl, "concurrency": conc, "request_rate": rate}
         for col, hib in RATIO_METRICS:
             r = ratio(a[col].dropna().tolist(), b[col].dropna().tolist(), higher_is_better=hib)
             row[col] = r.value

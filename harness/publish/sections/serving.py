@@ -17,13 +17,13 @@ from harness.publish.study import Study
 
 @dataclass(frozen=True, kw_only=True)
 class Serving:
-    curve: pd.DataFrame                 # analyze.serve.curve: medians per (model, leg, point), pareto
+    curve: pd.DataFrame                 # analyze.serve.curve: medians per (model, workload, leg, point), pareto
     ratios: pd.DataFrame                # analyze.serve.ratios between `old` and `new`
     old: str | None
     new: str | None
     price: aserve.Price | None
     slos: tuple[tuple[float, float], ...] = ()   # the (TTFT, TPOT) ms bounds goodput counted against
-    requests: dict[tuple[str, str, int, float], int] | None = None   # requests per point, median of repeats
+    requests: dict[tuple[str, str, str, int, float], int] | None = None   # per (model, workload, leg, c, rate)
 
 
 def _slos(st: Study) -> tuple[tuple[float, float], ...]:
@@ -42,10 +42,15 @@ def serving(st: Study) -> Serving:
     legs = [n for n, _ in _legs(st.canon)]
     old, new = (legs[0], legs[1]) if len(legs) >= 2 else (None, None)
     ratios = aserve.ratios(pts, old, new) if old and new else pd.DataFrame()
-    requests = ({k: int(v) for k, v in pts.groupby(["model", "leg", "concurrency", "request_rate"])["requests"]
+    requests = ({k: int(v) for k, v in pts.groupby(["model", "workload", "leg", "concurrency", "request_rate"])["requests"]
                  .median().items()} if len(pts) else {})
     return Serving(curve=aserve.curve(pts, price), ratios=ratios, old=old, new=new, price=price,
                    slos=_slos(st) if len(pts) else (), requests=requests)
+
+
+def _title(model: str, workload: str, many: pd.Series) -> str:
+    """A model's heading, naming the workload where the model has more than one serve workload."""
+    return f"{model} · {workload}" if many.get(model, 1) > 1 else model
 
 
 def _rate(v: float) -> str:
@@ -66,20 +71,21 @@ def serving_md(st: Study) -> str:
            "tok/s per user is 1000 / median TPOT. Pareto: no other point of the same leg is better on both axes.\n",
            _load_md(s)]
     cost = s.price is not None and "usd_per_m_output_tok" in s.curve
-    for model, g in s.curve.groupby("model", sort=False):
+    many = s.curve.groupby("model")["workload"].nunique()
+    for (model, wl), g in s.curve.groupby(["model", "workload"], sort=False):
         head = ("| leg | c | rate | requests | output tok/s | per device | tok/s per user | TTFT p50 / p99 ms "
                 "| TPOT p50 / p99 ms | goodput req/s | failed | Pareto |"
                 + (" cost per M output tok (USD, illustrative) |" if cost else ""))
-        out += [f"### {model}\n", head, "|" + "---|" * (head.count("|") - 1)]
+        out += [f"### {_title(model, wl, many)}\n", head, "|" + "---|" * (head.count("|") - 1)]
         for _, r in g.iterrows():
-            n = (s.requests or {}).get((model, r["leg"], r["concurrency"], r["request_rate"]))
+            n = (s.requests or {}).get((model, wl, r["leg"], r["concurrency"], r["request_rate"]))
             row = (f"| {st.canon.study.label(r['leg'])} | {int(r['concurrency'])} | {_rate(r['request_rate'])} "
                    f"| {n if n is not None else '—'} | {_n(r['output_tok_s'])} | {_n(r['tok_s_per_device'])} | {_n(r['tok_s_per_user'])} "
                    f"| {_n(r['ttft_p50_ms'])} / {_n(r['ttft_p99_ms'])} | {_n(r['tpot_p50_ms'], 2)} / {_n(r['tpot_p99_ms'], 2)} "
                    f"| {_n(r['goodput_req_s'], 2)} | {int(r['failed'])} | {'yes' if r['pareto'] else ''} |")
             out.append(row + (f" {_n(r['usd_per_m_output_tok'], 2)} |" if cost else ""))
         out.append("")
-        rt = s.ratios[s.ratios["model"] == model] if len(s.ratios) else s.ratios
+        rt = s.ratios[(s.ratios["model"] == model) & (s.ratios["workload"] == wl)] if len(s.ratios) else s.ratios
         if len(rt):
             lab = (st.canon.study.label(s.old), st.canon.study.label(s.new))
             out += [f"Ratios at matched load, {lab[1]} vs {lab[0]} (above 1.00x the newer leg is better; 95% interval "
@@ -114,4 +120,8 @@ def serving_figures(st: Study) -> list:
     s = serving(st)
     device = "GPU" if st.canon.runs["device"].astype(str).str.contains("GPU|NVIDIA|B200|H200", regex=True).any() \
         else "CPU host"
-    return [serve_curve(s.curve, model=m, device=device) for m in s.curve["model"].unique()] if len(s.curve) else []
+    if s.curve.empty:
+        return []
+    many = s.curve.groupby("model")["workload"].nunique()
+    return [serve_curve(g.assign(model=_title(m, wl, many)), model=_title(m, wl, many), device=device)
+            for (m, wl), g in s.curve.groupby(["model", "workload"], sort=False)]
