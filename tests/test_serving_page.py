@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from harness.publish import report
 from harness.publish.sections.serving import serving, serving_figures
 from harness.schema.serve import Dist, PointMetrics, ServePoint, ServeResult
@@ -58,3 +60,49 @@ def test_a_model_with_one_serve_workload_keeps_its_own_heading(tmp_path):
     st = report.load_study(_study(tmp_path, workloads=("short",)))
     md = report.serving_md(st)
     assert "### tiny-llama\n" in md and "·" not in md.split("### tiny-llama")[1].split("\n")[0]
+
+
+def _probes(tmp_path: Path, ttft: dict[int, list[float]]) -> Path:
+    """A FAKE probe study: one leg, one workload at 34 req/s, each repeat (server) a list of p99 TTFTs."""
+    d = tmp_path / "probe"
+    write_study_yaml(d, LEGS[:1])
+    for rep, values in ttft.items():
+        pts = []
+        for i, t in enumerate(values):
+            m = PointMetrics(requests=510, completed=510, failed=0, duration_s=20.0, output_tokens=510 * 256,
+                             prompt_tokens=510 * 512, requests_per_s=25.5, output_tok_s=6000.0, goodput_req_s=25.0,
+                             good_share=1.0 if t <= 1000 else 0.7, tok_s_per_user=40.0,
+                             ttft_ms=Dist(p50=t / 3, p90=t / 2, p99=t), tpot_ms=Dist(p50=20, p90=22, p99=25))
+            pts.append(ServePoint(index=i, concurrency=4096, request_rate=34.0, seed=1000 * (i + 1), status="ok",
+                                  metrics=m))
+        serve = ServeResult(client={"name": "harness-loadgen"}, slo_ttft_ms=1000, slo_tpot_ms=50,
+                            points=pts).model_dump(mode="json")
+        write_run(d, record_dict(leg=LEGS[0][0], leg_label=LEGS[0][1], model="llama", workload="probe-15s",
+                                 kind="serve", repeat=rep, metrics={"output_tok_s": 6000.0},
+                                 manifest={"device": "1x FAKE-GPU"}, serve=serve))
+    return d
+
+
+def test_a_load_probed_repeatedly_reports_how_often_it_met_the_slo_and_its_spread(tmp_path):
+    import math
+    ttft = {1: [800.0, 1200.0, 900.0], 2: [2000.0, 2400.0, 1800.0]}
+    st = report.load_study(_probes(tmp_path, ttft))
+    (row,) = serving(st).repeated.itertuples()
+    assert (row.points, row.servers, row.met) == (6, 2, 2)
+    assert (row.ttft_p99_min, row.ttft_p99_max) == (800.0, 2400.0)
+    # Within: the pooled sd of log p99 TTFT about each server's mean; between: the ANOVA estimate.
+    logs = {k: [math.log(v) for v in vs] for k, vs in ttft.items()}
+    ss = sum(sum((x - sum(v) / 3) ** 2 for x in v) for v in logs.values())
+    within = math.sqrt(ss / 4)
+    means = [sum(v) / 3 for v in logs.values()]
+    msb = 3 * sum((m - sum(means) / 2) ** 2 for m in means)
+    assert row.sd_within == pytest.approx(within)
+    assert row.sd_between == pytest.approx(math.sqrt((msb - within ** 2) / 3))
+    md = report.serving_md(st)
+    assert "### Loads measured more than once on one server" in md
+    assert "| llama · probe-15s | 0.27 | 4096 | 34 | 6 (2) | 2 of 6 | 800 / 1,500 / 2,400 |" in md
+
+
+def test_a_grid_of_distinct_loads_has_no_repeated_load_table(tmp_path):
+    st = report.load_study(_study(tmp_path))
+    assert serving(st).repeated.empty and "more than once" not in report.serving_md(st)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from harness import workloads
@@ -72,6 +73,7 @@ def points(canon: Canonical) -> pd.DataFrame:
                 "tpot_p99_ms": m.tpot_ms.p99, "itl_p50_ms": m.itl_ms.p50, "itl_p99_ms": m.itl_ms.p99,
                 "e2el_p50_ms": m.e2el_ms.p50, "e2el_p99_ms": m.e2el_ms.p99, "failed": m.failed,
                 "requests": m.requests, "client_cpu_share": m.client_cpu_share,
+                "point": p.index, "slo_ttft_ms": rec.serve.slo_ttft_ms, "slo_tpot_ms": rec.serve.slo_tpot_ms,
             })
     return pd.DataFrame(rows)
 
@@ -124,3 +126,42 @@ def ratios(pts: pd.DataFrame, old: str, new: str) -> pd.DataFrame:
             row[f"{col}_label"] = r.label()
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def repeated(pts: pd.DataFrame) -> pd.DataFrame:
+    """Loads measured more than once on one server (a grid that repeats a load, as
+    scenarios/h200-capacity-probe.yaml repeats the capacity search's probe): per (model, workload, leg,
+    load), how many of its points met the SLO at p99 (p99 TTFT and p99 TPOT within the record's bounds, as
+    a capacity probe is judged), the range of p99 TTFT and of good share, and the spread of log p99 TTFT
+    within a server and between servers. The unit is the point; the spreads are one-way random-effects
+    (ANOVA) estimates, the between-server one resting on as few servers as the row names and 0 where the
+    servers' means differ no more than their points do."""
+    rows = []
+    if pts.empty:
+        return pd.DataFrame(rows)
+    for key, g in pts.groupby(_KEYS, sort=False):
+        if not (g.groupby("repeat").size() > 1).any():
+            continue
+        met = (g["ttft_p99_ms"] <= g["slo_ttft_ms"]) & (g["tpot_p99_ms"] <= g["slo_tpot_ms"])
+        within, between = _components(np.log(g["ttft_p99_ms"].to_numpy(float)), g["repeat"].to_numpy())
+        rows.append(dict(zip(_KEYS, key)) | {
+            "points": len(g), "servers": int(g["repeat"].nunique()), "met": int(met.sum()),
+            "ttft_p99_min": float(g["ttft_p99_ms"].min()), "ttft_p99_median": float(g["ttft_p99_ms"].median()),
+            "ttft_p99_max": float(g["ttft_p99_ms"].max()), "good_share_min": float(g["good_share"].min()),
+            "good_share_max": float(g["good_share"].max()), "sd_within": within, "sd_between": between})
+    return pd.DataFrame(rows)
+
+
+def _components(y: np.ndarray, groups: np.ndarray) -> tuple[float | None, float | None]:
+    """(within, between) standard deviations of y over groups, by the one-way ANOVA mean squares
+    (unequal group sizes: n0 as in Searle's random-effects estimator); None where not estimable."""
+    labels = list(dict.fromkeys(groups.tolist()))
+    parts = [y[groups == g] for g in labels]
+    n, k = len(y), len(parts)
+    within = (float(np.sqrt(sum(((p - p.mean()) ** 2).sum() for p in parts) / (n - k))) if n > k else None)
+    if k < 2 or within is None:
+        return within, None
+    grand = y.mean()
+    msb = sum(len(p) * (p.mean() - grand) ** 2 for p in parts) / (k - 1)
+    n0 = (n - sum(len(p) ** 2 for p in parts) / n) / (k - 1)
+    return within, float(np.sqrt(max(0.0, (msb - within ** 2) / n0)))

@@ -23,6 +23,7 @@ class Serving:
     new: str | None
     price: aserve.Price | None
     slos: tuple[tuple[float, float], ...] = ()   # the (TTFT, TPOT) ms bounds goodput counted against
+    repeated: pd.DataFrame | None = None         # analyze.serve.repeated: loads measured twice on one server
     requests: dict[tuple[str, str, str, int, float], int] | None = None   # per (model, workload, leg, c, rate)
 
 
@@ -45,7 +46,7 @@ def serving(st: Study) -> Serving:
     requests = ({k: int(v) for k, v in pts.groupby(["model", "workload", "leg", "concurrency", "request_rate"])["requests"]
                  .median().items()} if len(pts) else {})
     return Serving(curve=aserve.curve(pts, price), ratios=ratios, old=old, new=new, price=price,
-                   slos=_slos(st) if len(pts) else (), requests=requests)
+                   slos=_slos(st) if len(pts) else (), requests=requests, repeated=aserve.repeated(pts))
 
 
 def _title(model: str, workload: str, many: pd.Series) -> str:
@@ -95,7 +96,29 @@ def serving_md(st: Study) -> str:
                 cells = [f"{r[f'{k}_label']} {r[f'{k}_verdict']}" for k, _ in aserve.RATIO_METRICS]
                 out.append(f"| {int(r['concurrency'])} | {_rate(r['request_rate'])} | " + " | ".join(cells) + " |")
             out.append("")
+    out += _repeated_md(st, s)
     return "\n".join(out) + "\n"
+
+
+def _repeated_md(st: Study, s: Serving) -> list[str]:
+    """Loads a server measured more than once: does a point's outcome at one load repeat?"""
+    r = s.repeated
+    if r is None or r.empty:
+        return []
+    out = ["### Loads measured more than once on one server\n",
+           "Each point its own seeded prompts and arrivals. Met: the point's p99 TTFT and p99 TPOT within the "
+           "record's bounds, as a capacity search judges a probe. The spreads are standard deviations of log p99 "
+           "TTFT (0.10 is about 10%), within a server and between servers (one-way random-effects estimates; "
+           "the between-server one rests on as few servers as the row names).\n",
+           "| model · workload | leg | c | rate | points (servers) | met the SLO at p99 | p99 TTFT ms min / median / max "
+           "| good share min–max | sd log p99 TTFT within / between |", "|---|---|---|---|---|---|---|---|---|"]
+    for x in r.itertuples():
+        sd = " / ".join("—" if v is None or pd.isna(v) else f"{v:.3f}" for v in (x.sd_within, x.sd_between))
+        out.append(f"| {x.model} · {x.workload} "
+                   f"| {st.canon.study.label(x.leg)} | {int(x.concurrency)} | {_rate(x.request_rate)} "
+                   f"| {x.points} ({x.servers}) | {x.met} of {x.points} | {_n(x.ttft_p99_min, 0)} / {_n(x.ttft_p99_median, 0)} "
+                   f"/ {_n(x.ttft_p99_max, 0)} | {x.good_share_min:.2f}–{x.good_share_max:.2f} | {sd} |")
+    return out + [""]
 
 
 def _load_md(s: Serving) -> str:
