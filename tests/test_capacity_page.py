@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -177,3 +178,28 @@ def test_a_leg_whose_searches_are_censored_has_no_capacity_spread_and_the_page_s
     assert "For 1 (leg, model, workload) cell fewer than two searches measured a capacity" in cens
     (disp,) = [x for x in lines if x.startswith("**Dispersion.**")]
     assert "on 0.32, capacity at the SLO)" in disp and "on 0.27" not in disp
+
+
+def test_a_pass_curve_is_recovered_from_coin_toss_probes_and_absent_where_outcomes_are_monotone(tmp_path):
+    # Seeded FAKE probes: P(pass) = 1 / (1 + exp((ln v - ln 30) / 0.07)) at 600 loads from 22 to 40.
+    rng = np.random.default_rng(7)
+    v = np.exp(rng.uniform(math.log(22), math.log(40), 600))
+    passed = rng.random(600) < 1 / (1 + np.exp((np.log(v) - math.log(30)) / 0.07))
+    pr = pd.DataFrame({"model": "m", "workload": "w", "leg": "a", "value": v, "passed": passed})
+    (c,) = acap.pass_curves(pr).itertuples()
+    assert c.overlap and c.mid == pytest.approx(30, rel=0.02) and c.scale == pytest.approx(0.07, rel=0.25)
+    assert c.p90 == pytest.approx(c.mid * math.exp(-c.scale * math.log(9))) and c.p90 < c.mid < c.p10
+    # The fake searches of _study are deterministic (a pass at or below the capacity), here one capacity a
+    # leg: no curve, no paragraph. (Different capacities a repeat would overlap: instances differing.)
+    st = report.load_study(_study(tmp_path, {"0.27": [4.0, 4.0, 4.0], "0.32": [8.0, 8.0, 8.0]}))
+    curves = section.capacity(st).curves
+    assert not curves["overlap"].any() and curves["mid"].isna().all()
+    assert "Pass curve" not in report.capacity_md(st)
+
+
+def test_the_shipped_gpu_searches_show_their_pass_curves():
+    # results/h100-capacity-1pct (real records): 36 probes, passes above failures on both legs.
+    st = report.load_study(Path(__file__).resolve().parents[1] / "results" / "h100-capacity-1pct")
+    md = report.capacity_md(st)
+    assert "Pass curve over every probe of every search: 0.24: 22 probes, 10 passed; half pass at 32.5 req/s" in md
+    assert "0.26: 14 probes, 7 passed" in md

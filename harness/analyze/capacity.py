@@ -193,3 +193,37 @@ def ratios(found: pd.DataFrame, old: str, new: str, *, margin: float | None, alp
                          resolution=res.get((model, wl), 0.0))
         rows.append({"model": model, "workload": wl, "ratio": r})
     return pd.DataFrame(rows)
+
+
+def pass_curves(pr: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, workload, leg): every probe of every search pooled, passed or not against its load, and
+    a logistic curve in log load fitted by maximum likelihood, P(pass) = 1 / (1 + exp((ln v - ln mid) / scale)):
+    the load a probe passes half the time (`mid`) and the loads it passes 90% and 10% of the time. A
+    diagnostic of how far one probe's outcome repeats, not a verdict (the searches chose their probes from
+    earlier outcomes, and a server's probes share that server). Where the outcomes do not overlap (every
+    pass below every failure) there is no curve: `overlap` is False and `mid` None."""
+    from scipy.optimize import minimize
+
+    rows = []
+    if pr.empty:
+        return pd.DataFrame(rows)
+    for (model, wl, leg), g in pr.dropna(subset=["passed"]).groupby(_KEYS, sort=False):
+        x, y = np.log(g["value"].to_numpy(float)), g["passed"].to_numpy(bool)
+        high_pass = float(np.exp(x[y].max())) if y.any() else None
+        low_fail = float(np.exp(x[~y].min())) if (~y).any() else None
+        row = {"model": model, "workload": wl, "leg": leg, "probes": len(g), "passed": int(y.sum()),
+               "high_pass": high_pass, "low_fail": low_fail,
+               "overlap": bool(high_pass is not None and low_fail is not None and high_pass >= low_fail),
+               "mid": None, "scale": None, "p90": None, "p10": None}
+        if row["overlap"]:
+            def nll(t: np.ndarray) -> float:
+                z = (x - t[0]) / math.exp(t[1])
+                # -log P(pass) = log(1 + e^z), -log P(fail) = log(1 + e^-z), stably
+                return float(np.logaddexp(0, np.where(y, z, -z)).sum())
+            fit = minimize(nll, np.array([float(np.mean(x)), math.log(0.05)]), method="L-BFGS-B",
+                           bounds=[(float(x.min()), float(x.max())), (math.log(0.002), math.log(2.0))])
+            mid, scale = math.exp(fit.x[0]), math.exp(fit.x[1])
+            k = math.log(9)                 # P = 0.9 at ln mid - scale ln 9, 0.1 at ln mid + scale ln 9
+            row |= {"mid": mid, "scale": scale, "p90": mid * math.exp(-scale * k), "p10": mid * math.exp(scale * k)}
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -23,6 +23,7 @@ class CapacityView:
     legs: pd.DataFrame          # analyze.capacity.per_leg
     ratios: pd.DataFrame        # analyze.capacity.ratios between `old` and `new`
     probes: pd.DataFrame        # analyze.capacity.probes: the latency-vs-load curve
+    curves: pd.DataFrame        # analyze.capacity.pass_curves: how often a probe passes, against its load
     bounds: dict[tuple[str, str], list[tuple[str, float, float]]]
     old: str | None
     new: str | None
@@ -39,8 +40,9 @@ def capacity(st: Study) -> CapacityView:
     margin, source = study_margin(st.canon)
     ratios = (acap.ratios(found, old, new, margin=margin, alpha=study_alpha(st.canon)) if old and new and len(found)
               else pd.DataFrame())
-    return CapacityView(searches=found, legs=acap.per_leg(found, price), ratios=ratios, probes=acap.probes(st.canon),
-                        bounds=acap.slo_bounds(st.canon), old=old, new=new, price=price, margin=margin,
+    probes = acap.probes(st.canon)
+    return CapacityView(searches=found, legs=acap.per_leg(found, price), ratios=ratios, probes=probes,
+                        curves=acap.pass_curves(probes), bounds=acap.slo_bounds(st.canon), old=old, new=new, price=price, margin=margin,
                         margin_source=source)
 
 
@@ -97,6 +99,9 @@ def capacity_md(st: Study) -> str:
                    f"| {_n(r['output_tok_s'], 1)} | {_n(r['goodput_req_s'])} |")
             out.append(row + (f" {_n(r['usd_per_m_output_tok'])} |" if cost else ""))
         out.append("")
+        cv_ = v.curves[(v.curves["model"] == model) & (v.curves["workload"] == wl)] if len(v.curves) else v.curves
+        if len(cv_) and cv_["overlap"].any():
+            out.append(_curves_md(cv_, label, unit))
         # The study's verdict for the cell (harness.analyze.verdicts), as the answer and the tables print it.
         sv = study_verdicts(st.canon)
         for cv in (c for c in sv.cells if c.capacity and (c.model, c.workload) == (model, wl)):
@@ -104,6 +109,26 @@ def capacity_md(st: Study) -> str:
                        f"(above 1.00x the newer leg holds the SLO at a higher load; {cv.rule_text}; equivalence "
                        f"margin ±{v.margin:.0%} from {v.margin_source}; decided by {cv.family_text}).\n")
     return "\n".join(out) + "\n"
+
+
+def _curves_md(curves: pd.DataFrame, label, unit: str) -> str:
+    """How repeatable a probe is, per leg: shown where some pass lies above some failure."""
+    parts = []
+    for r in curves.itertuples():
+        head = f"{label(r.leg)}: {r.probes} probes, {r.passed} passed"
+        if r.overlap:
+            parts.append(f"{head}; half pass at {r.mid:.3g} {unit}, 90% at {r.p90:.3g} and 10% at {r.p10:.3g}")
+        else:
+            gap = (f"highest pass {r.high_pass:.3g}, lowest failure {r.low_fail:.3g}"
+                   if r.high_pass is not None and r.low_fail is not None else "all on one side")
+            parts.append(f"{head}; outcomes monotone in load ({gap})")
+    return ("Pass curve over every probe of every search: " + "; ".join(parts) + ". Some probe passed at a "
+            "higher load than another failed at, so a probe's outcome at a load does not repeat (from probe to probe, "
+            "or from one search's server to another's), and a search, which takes each outcome as given, lands "
+            "wherever its probes fell: the wider the 90%-to-10% range, "
+            "the wider the searches spread. A diagnostic, not a verdict (logistic in log load by maximum "
+            "likelihood, `harness.analyze.capacity.pass_curves`; the searches chose their probes from earlier "
+            "outcomes, and a server's probes share that server).\n")
 
 
 def capacity_figures(st: Study) -> list:
