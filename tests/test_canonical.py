@@ -130,6 +130,31 @@ def test_repeats_measured_on_different_machines_or_stacks_are_refused(tmp_path, 
     assert isinstance(e.value, UserError) and "\n" not in str(e.value)
 
 
+def test_repeats_on_two_lent_machines_of_one_card_model_are_refused_unless_declared(tmp_path):
+    # Every lent machine reports the same host name and card model; only the GPUs' uuids tell two apart,
+    # and two such H100 machines differed by 25-40% at one load (results/h100-capacity-clients).
+    from harness.publish import report
+    from harness.publish.sections.limitations import limitations
+
+    def study(d, **extra):
+        simple_study(d, {}, **extra)
+        for i, uuid in ((1, "GPU-aaaa"), (2, "GPU-bbbb")):
+            rec = record_dict(leg="gpu-0.18.0", model="m", repeat=i, value=10.0 + i,
+                              manifest={"host": "vm", "nvidia_smi": {"gpus": [{"uuid": uuid}]}})
+            write_run(d, rec)
+        return d
+
+    with pytest.raises(MixedRunsError, match=r"different machine \(GPU-aaaa vs GPU-bbbb\).*allow_mixed_machines"):
+        canonicalize(load(study(tmp_path / "s")))
+    d = study(tmp_path / "t", allow_mixed_machines=True)
+    (cell,) = canonicalize(load(d)).cells.itertuples()
+    assert cell.n == 2 and cell.machines == 2
+    (line,) = [x for x in limitations(report.load_study(d)) if x.startswith("**Figures that span machines.**")]
+    assert "1 canonical figure merges repeats measured on different machines" in line and "mixed on 0.18 (2)" in line
+    with pytest.raises(UserError, match="allow_mixed_machines"):
+        load(study(tmp_path / "u", allow_mixed_machines="yes"))
+
+
 def test_different_machines_across_legs_are_not_a_merge(tmp_path):
     # Only repeats of one (leg, model, workload) are merged; legs are compared, not merged.
     d = simple_study(tmp_path / "s", {("0.18", "m", "mixed"): [10.0]})

@@ -56,8 +56,13 @@ class DifferentWorkError(UserError):
     """Two legs about to be compared ran different prompts or token counts."""
 
 
-# What may differ between repeats that are merged: nothing of these.
+# What may differ between repeats that are merged: nothing of these. `machine` (a GPU machine by its
+# GPUs' uuids) unless study.yaml declares `allow_mixed_machines: true`: a lent machine's host name and
+# card model say nothing about which machine it was, and machines of one card model differ by more
+# than most version gaps (results/h100-capacity-clients, results/h100-capacity-1pct).
 MIXED_KEYS = ("device", "host", "compat_id")
+MACHINE_ALLOWED = ("`allow_mixed_machines: true` in study.yaml merges repeats measured on different machines; "
+                   "the page says how many machines each figure spans.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,13 +150,16 @@ def _present(v: object) -> bool:
     return v is not None and not (isinstance(v, float) and np.isnan(v))
 
 
-def _check_mixed(g: list[dict], leg: str, model: str, workload: str) -> None:
-    for key in MIXED_KEYS:
+def _check_mixed(g: list[dict], leg: str, model: str, workload: str, keys: tuple[str, ...] = MIXED_KEYS) -> None:
+    for key in keys:
         vals = sorted({str(r[key]) for r in g if _present(r[key])})
         if len(vals) > 1:
             dirs = ", ".join(r["run_dir"] for r in g)
+            fix = (" (a repeat on another machine is not a repeat: measure the cell on one machine, or declare "
+                   "allow_mixed_machines: true in study.yaml to merge them, which the page then says)"
+                   if key == "machine" else "")
             raise MixedRunsError(f"refusing to merge the repeats of {leg} / {model} / {workload}: "
-                                 f"they were measured with different {key} ({' vs '.join(map(str, vals))}); "
+                                 f"they were measured with different {key} ({' vs '.join(map(str, vals))}){fix}; "
                                  f"runs: {dirs}")
 
 
@@ -168,6 +176,7 @@ def canonicalize(ds: Dataset, *, series: str | None = None, arm: str = "default"
         allow_reused = bool(ds.study.extra.get("allow_reused", False))
     if allow_different_work is None:
         allow_different_work = bool(ds.study.extra.get("allow_different_work", False))
+    mixed_keys = MIXED_KEYS + (() if ds.study.extra.get("allow_mixed_machines", False) else ("machine",))
     series = series or ds.study.main_series
     df = ds.records
     sel = df[(df["series"] == series) & (df["arm"] == arm)].copy()
@@ -203,7 +212,7 @@ def canonicalize(ds: Dataset, *, series: str | None = None, arm: str = "default"
         groups.setdefault((r["leg"], r["model"], r["workload"]), []).append(r)
     cells = []
     for (leg, model, workload), g in groups.items():
-        _check_mixed(g, leg, model, workload)
+        _check_mixed(g, leg, model, workload, mixed_keys)
         kind = g[0]["kind"]
         metric = workloads.metric_of(kind)
         samples = tuple(float(r[metric.key]) for r in g)
@@ -219,6 +228,7 @@ def canonicalize(ds: Dataset, *, series: str | None = None, arm: str = "default"
             "vllm": col("vllm"), "torch": col("torch"), "torch_cuda": col("torch_cuda"),
             "transformers": col("transformers"), "cutlass": col("cutlass"),
             "device": col("device"), "host": col("host"), "compat_id": col("compat_id"),
+            "machines": len({r["machine"] for r in g if _present(r.get("machine"))}),
             "pins": tuple(sorted({p for r in g for p in r["pins"]})),
             "source_document": col("source_document"), "source_table": col("source_table"),
             "run_dirs": tuple(r["run_dir"] for r in g),
@@ -228,7 +238,7 @@ def canonicalize(ds: Dataset, *, series: str | None = None, arm: str = "default"
         })
     cell_cols = ["study", "leg", "leg_label", "model", "tp", "workload", "kind", "metric", "unit", "value", "n",
                  "samples", "spread", "provenance", "reused", "num_seqs", "output_tokens", "vllm", "torch", "torch_cuda",
-                 "transformers", "cutlass", "device", "host", "compat_id", "pins", "source_document",
+                 "transformers", "cutlass", "device", "host", "compat_id", "machines", "pins", "source_document",
                  "source_table", "run_dirs", "pairs"]
     excl = sel.loc[list(reasons), ["leg", "leg_label", "model", "workload", "repeat", "status", "run_dir"]].copy()
     excl["reason"] = [reasons[i] for i in excl.index]

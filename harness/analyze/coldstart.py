@@ -25,7 +25,7 @@ from typing import Literal
 import pandas as pd
 
 from harness import workloads
-from harness.analyze.dataset import Dataset
+from harness.analyze.dataset import Dataset, machine_of
 
 State = Literal["compiled", "cached", "eager"]
 
@@ -60,16 +60,6 @@ def engine_state(own_log: str, group_log: str = "") -> State | None:
 def run_state(ds: Dataset, run_dir: str) -> tuple[State | None, str | None]:
     """The compile state of the engine that timed this run, and the machine it ran on, from its record."""
     return engine_state(*ds.engine_logs(run_dir)), machine_of(ds.record(run_dir).manifest)
-
-
-def machine_of(manifest: dict) -> str | None:
-    """A GPU machine by its GPUs' uuids; a CPU host by its name and CPU model."""
-    gpus = (manifest.get("nvidia_smi") or {}).get("gpus") or []
-    uuids = [g.get("uuid") for g in gpus if g.get("uuid")]
-    if uuids:
-        return ",".join(uuids)
-    host = manifest.get("host")
-    return f"{host}/{manifest.get('cpu_model')}" if host else None
 
 
 def coldstart_frame(runs: pd.DataFrame, ds: Dataset) -> pd.DataFrame:

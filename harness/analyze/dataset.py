@@ -37,6 +37,19 @@ from harness.schema.record import RunRecord
 from harness.core.yamlio import describe, validate_at
 
 # The columns of `Dataset.records`, in order. `harness.analyze.export` describes the canonical subset.
+
+def machine_of(manifest: Mapping[str, Any]) -> str | None:
+    """The machine a run measured on: a GPU machine by its GPUs' uuids (every lent machine calls itself
+    the same host name, and one card model spans machines whose speed differs), a CPU host by its name and
+    CPU model; None where the manifest holds neither."""
+    gpus = (manifest.get("nvidia_smi") or {}).get("gpus") or []
+    uuids = [g.get("uuid") for g in gpus if isinstance(g, dict) and g.get("uuid")]
+    if uuids:
+        return ",".join(uuids)
+    host = manifest.get("host")
+    return f"{host}/{manifest.get('cpu_model')}" if host else None
+
+
 _BEFORE_METRICS: tuple[str, ...] = (
     "study", "provenance", "series", "leg", "leg_label", "model", "tp", "workload", "kind", "arm",
     "repeat", "attempt", "status")
@@ -45,7 +58,7 @@ _AFTER_METRICS: tuple[str, ...] = (
     "num_seqs", "prompt_tokens", "output_tokens", "invocation_id",
     "reused", "reused_by", "allow_dirty", "dirty", "failure_reason", "failure_signature", "failure_class",
     "failure_error", "failure_detail", "failure_phase", "vllm", "torch", "torch_cuda",
-    "transformers", "cutlass", "device", "host", "compat_id", "pins", "fingerprint", "run_id",
+    "transformers", "cutlass", "device", "host", "machine", "compat_id", "pins", "fingerprint", "run_id",
     "source_document", "source_table", "source_note", "started_at", "run_dir",
     # The workload as the run declared it, so analysis never re-reads a run's files.
     "modality", "input_len", "output_len", "workload_spec", "prompts_sha256",
@@ -345,7 +358,8 @@ def _row(rec: RunRecord, run_dir: Path, reuse: tuple[str, bool] | None, log: str
         "failure_phase": rec.failure.phase if rec.failure else None,
         "vllm": m.get("vllm"), "torch": m.get("torch"), "torch_cuda": m.get("torch_cuda"),
         "transformers": m.get("transformers"), "cutlass": m.get("nvidia_cutlass_dsl"),
-        "device": m.get("device"), "host": m.get("host") or rec.node, "compat_id": rec.compat_id,
+        "device": m.get("device"), "host": m.get("host") or rec.node, "machine": machine_of(m),
+        "compat_id": rec.compat_id,
         "pins": tuple(rec.pins), "fingerprint": rec.fingerprint, "run_id": rec.run_id,
         # Declared changes on top of the leg's lock (worker/stack.py reads them from the venv's marker).
         "leg_patches": tuple(m.get("leg_patches") or ()), "leg_extras": tuple(m.get("leg_extras") or ()),

@@ -14,7 +14,10 @@ Format history (schema_version):
       additions and settings under different leg names; harness.measure.aa), each {legs, lock_sha256,
       stack_sha256}. A difference between two legs of one group is a false call by construction.
       Version 0 and 1 files read as recording no group (`aa` None): nothing else changed, so the
-      migration is the version number alone.
+      migration is the version number alone. A later addition within 2, optional:
+      `allow_mixed_machines` (true: repeats of a cell measured on different machines are merged; a
+      harness that predates it merged them without a word, so an older file reads as before only under
+      it).
 """
 
 from __future__ import annotations
@@ -57,6 +60,9 @@ class StudyFile(BaseModel):
     # quoted "no" (or 0, or "false") taken as a truth value would publish a comparison the study refused.
     allow_reused: StrictBool | None = None
     allow_different_work: StrictBool | None = None
+    # Repeats of one cell measured on different machines (GPUs' uuids) merged anyway: leases that each
+    # got another machine. The page names how many machines each figure spans.
+    allow_mixed_machines: StrictBool | None = None
     # The crosscheck's target: harness ÷ vLLM within 1 ± this, judged by the whole interval. A study
     # sets it for its hardware (the H200 study 0.01, the shared CPU 0.03); without it no band is judged.
     crosscheck_band: float | None = Field(None, gt=0, lt=1)
@@ -88,7 +94,7 @@ class StudyFile(BaseModel):
         # A leg may be given by name alone.
         return [{"name": x} if isinstance(x, str) else x for x in v] if isinstance(v, list) else v
 
-    @field_validator("allow_reused", "allow_different_work", mode="before")
+    @field_validator("allow_reused", "allow_different_work", "allow_mixed_machines", mode="before")
     @classmethod
     def _true_or_false(cls, v: Any) -> Any:
         if v is not None and not isinstance(v, bool):

@@ -74,6 +74,14 @@ def limitations(st: Study) -> list[str]:
                              f"±δ\" where the whole interval lies inside the study's margin), never \"no difference\"; "
                              f"an interval that excludes 1.00x can still read undecided where the study's cells, "
                              f"decided together, do not carry it (the row says so).")
+    if len(cells) and "machines" in cells and (cells["machines"] > 1).any():
+        many = cells[cells["machines"] > 1]
+        shown = ", ".join(f"{ticked(m)} {wl} on {lg} ({n})" for m, wl, lg, n in
+                          zip(many["model"], many["workload"], many["leg_label"], many["machines"]))
+        items.append(f"**Figures that span machines.** {w.n(len(many), 'canonical figure')} "
+                     f"{w.v(len(many), 'merges', 'merge')} repeats measured on different machines (by their GPUs' "
+                     f"uuids; study.yaml declares `allow_mixed_machines: true`): {shown}. Machines of one card "
+                     f"model differ, so such a figure's spread includes the machines' difference.")
     devs = devices(canon)
     if devs:
         items.append(f"**{w.names(devs)} only.** Absolute numbers are specific to this device and runtime; do not "
