@@ -155,6 +155,22 @@ def test_repeats_on_two_lent_machines_of_one_card_model_are_refused_unless_decla
         load(study(tmp_path / "u", allow_mixed_machines="yes"))
 
 
+def test_paired_blocks_on_two_machines_are_two_blocks_not_a_refused_merge(tmp_path):
+    # The paired design compares legs within an engine block, each block on one machine; the page still
+    # names the figure as spanning machines.
+    from harness.publish import report
+    from harness.publish.sections.limitations import limitations
+    d = simple_study(tmp_path / "p", {})
+    for i, uuid in ((1, "GPU-aaaa"), (2, "GPU-bbbb")):
+        write_run(d, record_dict(leg="gpu-0.18.0", model="m", repeat=i, value=10.0 + i,
+                                 manifest={"host": "vm", "nvidia_smi": {"gpus": [{"uuid": uuid}]}},
+                                 paired={"block": i, "blocks": 2, "pairs": 1}))
+    (cell,) = canonicalize(load(d)).cells.itertuples()
+    assert cell.machines == 2
+    (line,) = [x for x in limitations(report.load_study(d)) if x.startswith("**Figures that span machines.**")]
+    assert "paired engine blocks, each on one machine" in line
+
+
 def test_different_machines_across_legs_are_not_a_merge(tmp_path):
     # Only repeats of one (leg, model, workload) are merged; legs are compared, not merged.
     d = simple_study(tmp_path / "s", {("0.18", "m", "mixed"): [10.0]})

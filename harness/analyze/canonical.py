@@ -212,7 +212,10 @@ def canonicalize(ds: Dataset, *, series: str | None = None, arm: str = "default"
         groups.setdefault((r["leg"], r["model"], r["workload"]), []).append(r)
     cells = []
     for (leg, model, workload), g in groups.items():
-        _check_mixed(g, leg, model, workload, mixed_keys)
+        # Paired runs are compared within their engine block, each block on one machine: blocks on two
+        # machines are two blocks, whose difference the nested rule's between-block term carries.
+        paired = all(_present(r.get("paired_block")) for r in g)
+        _check_mixed(g, leg, model, workload, MIXED_KEYS if paired else mixed_keys)
         kind = g[0]["kind"]
         metric = workloads.metric_of(kind)
         samples = tuple(float(r[metric.key]) for r in g)

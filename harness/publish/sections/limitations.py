@@ -78,10 +78,12 @@ def limitations(st: Study) -> list[str]:
         many = cells[cells["machines"] > 1]
         shown = ", ".join(f"{ticked(m)} {wl} on {lg} ({n})" for m, wl, lg, n in
                           zip(many["model"], many["workload"], many["leg_label"], many["machines"]))
+        why = ("study.yaml declares `allow_mixed_machines: true`" if st.ds.study.extra.get("allow_mixed_machines")
+               else "paired engine blocks, each on one machine, compared within the block")
         items.append(f"**Figures that span machines.** {w.n(len(many), 'canonical figure')} "
                      f"{w.v(len(many), 'merges', 'merge')} repeats measured on different machines (by their GPUs' "
-                     f"uuids; study.yaml declares `allow_mixed_machines: true`): {shown}. Machines of one card "
-                     f"model differ, so such a figure's spread includes the machines' difference.")
+                     f"uuids; {why}): {shown}. Machines of one card model differ, so such a figure's spread "
+                     f"includes the machines' difference.")
     devs = devices(canon)
     if devs:
         items.append(f"**{w.names(devs)} only.** Absolute numbers are specific to this device and runtime; do not "
