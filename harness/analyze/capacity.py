@@ -32,7 +32,7 @@ from harness import workloads
 from harness.analyze.canonical import Canonical
 from harness.analyze.serve import Price
 from harness.analyze.significance import rounding_sd
-from harness.analyze.stats import ALPHA, Ratio, ratio
+from harness.analyze.stats import ALPHA, Ratio, ratio, spread
 
 MEASURED = ("found", "max_probes")
 CONFIDENCE = 0.95
@@ -227,3 +227,24 @@ def pass_curves(pr: pd.DataFrame) -> pd.DataFrame:
             row |= {"mid": mid, "scale": scale, "p90": mid * math.exp(-scale * k), "p10": mid * math.exp(scale * k)}
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def cell_spreads(canon: Canonical) -> tuple[list[tuple[float, str, str, str, str]], int]:
+    """(spread, model, workload, leg label, what) per canonical cell, and how many capacity cells have no
+    spread. Where the cell's runs searched for a capacity, the spread of the capacities its searches
+    measured: the figure its verdict rests on, not the throughput at the probe its canonical value reports
+    (a study of capacities would otherwise quote a spread of tok/s beside a capacity that wandered far
+    more); a cell where fewer than two searches measured one (the rest censored) has none."""
+    caps = by_leg(searches(canon))
+    out, censored = [], 0
+    for c in canon.cells.to_dict("records"):
+        sp, what = c["spread"], ""
+        if (c["model"], c["workload"]) in caps:
+            # Fewer than two searches that measured a capacity (the rest censored): no spread to quote.
+            sp = spread(caps[(c["model"], c["workload"])].get(c["leg"], []) or [0.0])
+            if sp is None:
+                censored += 1
+                continue
+            what = ", capacity at the SLO"
+        out.append((0.0 if sp is None or pd.isna(sp) else float(sp), c["model"], c["workload"], c["leg_label"], what))
+    return out, censored

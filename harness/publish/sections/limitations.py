@@ -4,38 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 
 from harness.analyze import capacity
-from harness.analyze.canonical import Canonical
-from harness.analyze.stats import spread
 from harness.analyze.tables import _legs, ticked
 from harness.analyze import wording as w
 from harness.analyze.claims.base import models, passes
 from harness.core.locate import rel
 from harness.publish.sections.overview import devices, other_repeats
 from harness.publish.study import Study
-
-
-def _spreads(canon: Canonical) -> tuple[list[tuple[float, str, str, str, str]], int]:
-    """(spread, model, workload, leg label, what) per canonical cell, and how many capacity cells have no
-    spread. Where the cell's runs searched for a capacity, the spread of the capacities its searches
-    measured: the figure its verdict rests on, not the throughput at the probe its canonical value reports
-    (a study of capacities would otherwise quote a spread of tok/s beside a capacity that wandered far
-    more); a cell where fewer than two searches measured one (the rest censored) has none."""
-    caps = capacity.by_leg(capacity.searches(canon))
-    out, censored = [], 0
-    for c in canon.cells.to_dict("records"):
-        sp, what = c["spread"], ""
-        if (c["model"], c["workload"]) in caps:
-            # Fewer than two searches that measured a capacity (the rest censored): no spread to quote.
-            sp = spread(caps[(c["model"], c["workload"])].get(c["leg"], []) or [0.0])
-            if sp is None:
-                censored += 1
-                continue
-            what = ", capacity at the SLO"
-        out.append((0.0 if sp is None or pd.isna(sp) else float(sp), c["model"], c["workload"], c["leg_label"], what))
-    return out, censored
 
 
 def limitations(st: Study) -> list[str]:
@@ -59,7 +35,7 @@ def limitations(st: Study) -> list[str]:
                     f"reads \"undecided\", not \"no difference\".")
             items.append(txt)
         else:
-            spreads, censored = _spreads(canon)
+            spreads, censored = capacity.cell_spreads(canon)
             worst = max(spreads, default=None)
             if censored:
                 items.append(f"**Capacities without a spread.** For {w.n(censored, '(leg, model, workload) cell')} "
