@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from harness.analyze import capacity
 from harness.analyze.tables import _legs, ticked
 from harness.analyze import wording as w
