@@ -61,8 +61,6 @@ class DifferentWorkError(UserError):
 # card model say nothing about which machine it was, and machines of one card model differ by more
 # than most version gaps (results/h100-capacity-clients, results/h100-capacity-1pct).
 MIXED_KEYS = ("device", "host", "compat_id")
-MACHINE_ALLOWED = ("`allow_mixed_machines: true` in study.yaml merges repeats measured on different machines; "
-                   "the page says how many machines each figure spans.")
 
 
 @dataclass(frozen=True, kw_only=True)

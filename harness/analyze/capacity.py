@@ -241,7 +241,7 @@ def cell_spreads(canon: Canonical) -> tuple[list[tuple[float, str, str, str, str
         sp, what = c["spread"], ""
         if (c["model"], c["workload"]) in caps:
             # Fewer than two searches that measured a capacity (the rest censored): no spread to quote.
-            sp = spread(caps[(c["model"], c["workload"])].get(c["leg"], []) or [0.0])
+            sp = spread(caps[(c["model"], c["workload"])].get(c["leg"], []))
             if sp is None:
                 censored += 1
                 continue

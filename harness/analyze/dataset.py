@@ -36,7 +36,6 @@ from harness.schema import sweep_index
 from harness.schema.record import RunRecord
 from harness.core.yamlio import describe, validate_at
 
-# The columns of `Dataset.records`, in order. `harness.analyze.export` describes the canonical subset.
 
 def machine_of(manifest: Mapping[str, Any]) -> str | None:
     """The machine a run measured on: a GPU machine by its GPUs' uuids (every lent machine calls itself
@@ -50,6 +49,7 @@ def machine_of(manifest: Mapping[str, Any]) -> str | None:
     return f"{host}/{manifest.get('cpu_model')}" if host else None
 
 
+# The columns of `Dataset.records`, in order. `harness.analyze.export` describes the canonical subset.
 _BEFORE_METRICS: tuple[str, ...] = (
     "study", "provenance", "series", "leg", "leg_label", "model", "tp", "workload", "kind", "arm",
     "repeat", "attempt", "status")

@@ -73,7 +73,7 @@ def points(canon: Canonical) -> pd.DataFrame:
                 "tpot_p99_ms": m.tpot_ms.p99, "itl_p50_ms": m.itl_ms.p50, "itl_p99_ms": m.itl_ms.p99,
                 "e2el_p50_ms": m.e2el_ms.p50, "e2el_p99_ms": m.e2el_ms.p99, "failed": m.failed,
                 "requests": m.requests, "client_cpu_share": m.client_cpu_share,
-                "point": p.index, "slo_ttft_ms": rec.serve.slo_ttft_ms, "slo_tpot_ms": rec.serve.slo_tpot_ms,
+                "slo_ttft_ms": rec.serve.slo_ttft_ms, "slo_tpot_ms": rec.serve.slo_tpot_ms,
             })
     return pd.DataFrame(rows)
 

@@ -99,9 +99,9 @@ def capacity_md(st: Study) -> str:
                    f"| {_n(r['output_tok_s'], 1)} | {_n(r['goodput_req_s'])} |")
             out.append(row + (f" {_n(r['usd_per_m_output_tok'])} |" if cost else ""))
         out.append("")
-        cv_ = v.curves[(v.curves["model"] == model) & (v.curves["workload"] == wl)] if len(v.curves) else v.curves
-        if len(cv_) and cv_["overlap"].any():
-            out.append(_curves_md(cv_, label, unit))
+        curves = v.curves[(v.curves["model"] == model) & (v.curves["workload"] == wl)] if len(v.curves) else v.curves
+        if len(curves) and curves["overlap"].any():
+            out.append(_curves_md(curves, label, unit))
         # The study's verdict for the cell (harness.analyze.verdicts), as the answer and the tables print it.
         sv = study_verdicts(st.canon)
         for cv in (c for c in sv.cells if c.capacity and (c.model, c.workload) == (model, wl)):
