@@ -16,6 +16,7 @@ import pandas as pd
 
 from harness import workloads
 from harness.analyze.canonical import Canonical
+from harness.analyze.components import one_way
 from harness.analyze.stats import ratio
 from harness.core.errors import UserError
 
@@ -143,25 +144,11 @@ def repeated(pts: pd.DataFrame) -> pd.DataFrame:
         if not (g.groupby("repeat").size() > 1).any():
             continue
         met = (g["ttft_p99_ms"] <= g["slo_ttft_ms"]) & (g["tpot_p99_ms"] <= g["slo_tpot_ms"])
-        within, between = _components(np.log(g["ttft_p99_ms"].to_numpy(float)), g["repeat"].to_numpy())
+        ow = one_way([np.log(h["ttft_p99_ms"].to_numpy(float)) for _, h in g.groupby("repeat", sort=False)])
         rows.append(dict(zip(_KEYS, key)) | {
             "points": len(g), "servers": int(g["repeat"].nunique()), "met": int(met.sum()),
             "ttft_p99_min": float(g["ttft_p99_ms"].min()), "ttft_p99_median": float(g["ttft_p99_ms"].median()),
             "ttft_p99_max": float(g["ttft_p99_ms"].max()), "good_share_min": float(g["good_share"].min()),
-            "good_share_max": float(g["good_share"].max()), "sd_within": within, "sd_between": between})
+            "good_share_max": float(g["good_share"].max()), "sd_within": ow.within_sd, "sd_between": ow.between_sd})
     return pd.DataFrame(rows)
 
-
-def _components(y: np.ndarray, groups: np.ndarray) -> tuple[float | None, float | None]:
-    """(within, between) standard deviations of y over groups, by the one-way ANOVA mean squares
-    (unequal group sizes: n0 as in Searle's random-effects estimator); None where not estimable."""
-    labels = list(dict.fromkeys(groups.tolist()))
-    parts = [y[groups == g] for g in labels]
-    n, k = len(y), len(parts)
-    within = (float(np.sqrt(sum(((p - p.mean()) ** 2).sum() for p in parts) / (n - k))) if n > k else None)
-    if k < 2 or within is None:
-        return within, None
-    grand = y.mean()
-    msb = sum(len(p) * (p.mean() - grand) ** 2 for p in parts) / (k - 1)
-    n0 = (n - sum(len(p) ** 2 for p in parts) / n) / (k - 1)
-    return within, float(np.sqrt(max(0.0, (msb - within ** 2) / n0)))

@@ -43,6 +43,7 @@ from typing import Any, Literal
 import numpy as np
 
 from harness import workloads
+from harness.analyze.components import one_way
 
 ALPHA = 0.05
 METHOD = "Welch t on log values"
@@ -277,17 +278,9 @@ def nested_paired(blocks: Sequence[Sequence[float]], *, alpha: float = ALPHA, ma
                  verdict="missing" if not n_pairs else "too few repeats", margin=margin, n=n_pairs, unit="pair",
                  needs=NESTED_MIN_BLOCKS if n_blocks < NESTED_MIN_BLOCKS else PAIRED_MIN)
         return Nested(test=t, blocks=n_blocks, pairs=n_pairs, pooled=False, f_p=None, block_sd=None, pair_sd=None)
-    means = np.array([b.mean() for b in bl])
-    sizes = np.array([len(b) for b in bl], dtype=float)
-    grand = float(allv.mean())
-    ssw = float(sum(((b - b.mean()) ** 2).sum() for b in bl))
-    ssb = float((sizes * (means - grand) ** 2).sum())
-    dfw, dfb = n_pairs - n_blocks, n_blocks - 1
-    msw = ssw / dfw if dfw > 0 else None
-    msb = ssb / dfb
-    n0 = (n_pairs - float((sizes ** 2).sum()) / n_pairs) / dfb   # effective pairs per block
-    block_sd = math.sqrt(max(0.0, (msb - msw) / n0)) if msw is not None else None
-    pair_sd = math.sqrt(msw) if msw is not None else None
+    ow = one_way(bl)      # n0: effective pairs per block
+    means, grand, msw, msb, n0, dfw, dfb = ow.means, ow.grand, ow.msw, ow.msb, ow.n0, ow.dfw, ow.dfb
+    block_sd, pair_sd = ow.between_sd, ow.within_sd
     f_p, pooled = None, False
     if msw is not None and engine_sd is not None:
         b2 = 2 * engine_sd ** 2          # the ratio's block variance: both legs' engines
