@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from harness.publish import report
@@ -62,8 +63,9 @@ def test_a_model_with_one_serve_workload_keeps_its_own_heading(tmp_path):
     assert "### tiny-llama\n" in md and "·" not in md.split("### tiny-llama")[1].split("\n")[0]
 
 
-def _probes(tmp_path: Path, ttft: dict[int, list[float]]) -> Path:
-    """A FAKE probe study: one leg, one workload at 34 req/s, each repeat (server) a list of p99 TTFTs."""
+def _probes(tmp_path: Path, ttft: dict[int, list[float]], shift: dict[int, int] | None = None) -> Path:
+    """A FAKE probe study: one leg, one workload at 34 req/s, each repeat (server) a list of p99 TTFTs, point
+    i with seed 1000 * (i + 1) as a grid draws it (plus `shift[repeat]`, a grid with other seeds)."""
     d = tmp_path / "probe"
     write_study_yaml(d, LEGS[:1])
     for rep, values in ttft.items():
@@ -73,7 +75,8 @@ def _probes(tmp_path: Path, ttft: dict[int, list[float]]) -> Path:
                              prompt_tokens=510 * 512, requests_per_s=25.5, output_tok_s=6000.0, goodput_req_s=25.0,
                              good_share=1.0 if t <= 1000 else 0.7, tok_s_per_user=40.0,
                              ttft_ms=Dist(p50=t / 3, p90=t / 2, p99=t), tpot_ms=Dist(p50=20, p90=22, p99=25))
-            pts.append(ServePoint(index=i, concurrency=4096, request_rate=34.0, seed=1000 * (i + 1), status="ok",
+            pts.append(ServePoint(index=i, concurrency=4096, request_rate=34.0,
+                                  seed=1000 * (i + 1) + (shift or {}).get(rep, 0), status="ok",
                                   metrics=m))
         serve = ServeResult(client={"name": "harness-loadgen"}, slo_ttft_ms=1000, slo_tpot_ms=50,
                             points=pts).model_dump(mode="json")
@@ -101,6 +104,33 @@ def test_a_load_probed_repeatedly_reports_how_often_it_met_the_slo_and_its_sprea
     md = report.serving_md(st)
     assert "### Loads measured more than once on one server" in md
     assert "| llama · probe-15s | 0.27 | 4096 | 34 | 6 (2) | 2 of 6 | 800 / 1,500 / 2,400 |" in md
+
+
+def test_a_repeated_load_splits_its_spread_into_the_arrival_draw_and_the_rest(tmp_path):
+    """Every server measured the same seeds: the within-server spread is split, seeds by servers, as a
+    two-way table without replication (hand-computed mean squares), and the split adds up to it."""
+    import math
+    ttft = {1: [400.0, 600.0, 500.0, 900.0], 2: [450.0, 640.0, 470.0, 1000.0], 3: [380.0, 700.0, 560.0, 850.0]}
+    st = report.load_study(_probes(tmp_path, ttft))
+    (row,) = serving(st).repeated.itertuples()
+    y = [[math.log(ttft[s][i]) for s in (1, 2, 3)] for i in range(4)]       # seeds x servers
+    g = sum(map(sum, y)) / 12
+    rm = [sum(r) / 3 for r in y]
+    cm = [sum(y[i][j] for i in range(4)) / 4 for j in range(3)]
+    msr = 3 * sum((m - g) ** 2 for m in rm) / 3
+    mse = sum((y[i][j] - rm[i] - cm[j] + g) ** 2 for i in range(4) for j in range(3)) / 6
+    assert row.sd_draw == pytest.approx(math.sqrt((msr - mse) / 3))
+    assert row.sd_rest == pytest.approx(math.sqrt(mse))
+    # The one-way within-server mean square is the draws' and the rest's together, on their degrees of freedom.
+    assert row.sd_within ** 2 == pytest.approx((3 * msr + 6 * mse) / 9)
+    assert f"| {row.sd_draw:.3f} / {row.sd_rest:.3f} |" in report.serving_md(st)
+
+
+def test_servers_that_drew_other_seeds_get_no_split(tmp_path):
+    st = report.load_study(_probes(tmp_path, {1: [400.0, 600.0], 2: [450.0, 640.0]}, shift={2: 7}))
+    (row,) = serving(st).repeated.itertuples()
+    assert row.sd_within is not None and pd.isna(row.sd_draw) and pd.isna(row.sd_rest)
+    assert report.serving_md(st).split("more than once on one server")[1].count("| — / — |") == 1
 
 
 def test_a_grid_of_distinct_loads_has_no_repeated_load_table(tmp_path):

@@ -55,3 +55,41 @@ def one_way(groups: Sequence[Sequence[float]]) -> OneWay:
     return OneWay(n=n, groups=k, grand=grand, means=means,
                   msw=ssw / (n - k) if n > k else None, msb=ssb / (k - 1) if k > 1 else None,
                   n0=(n - float((sizes ** 2).sum()) / n) / (k - 1) if k > 1 else None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TwoWay:
+    """A complete crossed table without replication: rows (say, the arrival draws a grid repeats on every
+    server) by columns (the servers), one value a cell. The residual is whatever one draw on one server
+    does beyond the draw's and the server's effects: the probe measured again."""
+    rows: int
+    cols: int
+    msr: float              # between-row mean square
+    msc: float              # between-column mean square
+    mse: float              # residual (interaction) mean square, (rows-1)(cols-1) degrees of freedom
+
+    @property
+    def row_sd(self) -> float:
+        return math.sqrt(max(0.0, (self.msr - self.mse) / self.cols))
+
+    @property
+    def col_sd(self) -> float:
+        return math.sqrt(max(0.0, (self.msc - self.mse) / self.rows))
+
+    @property
+    def residual_sd(self) -> float:
+        return math.sqrt(self.mse)
+
+
+def two_way(table: np.ndarray) -> TwoWay | None:
+    """The random-effects mean squares of a rows x columns table with a value in every cell; None where it
+    has fewer than two rows or two columns, or a missing value (an unbalanced table is not decomposed)."""
+    y = np.asarray(table, dtype=float)
+    if y.ndim != 2 or min(y.shape) < 2 or not np.isfinite(y).all():
+        return None
+    a, b = y.shape
+    g = y.mean()
+    rm, cm = y.mean(axis=1), y.mean(axis=0)
+    res = y - rm[:, None] - cm[None, :] + g
+    return TwoWay(rows=a, cols=b, msr=float(b * ((rm - g) ** 2).sum() / (a - 1)),
+                  msc=float(a * ((cm - g) ** 2).sum() / (b - 1)), mse=float((res ** 2).sum() / ((a - 1) * (b - 1))))

@@ -16,7 +16,7 @@ import pandas as pd
 
 from harness import workloads
 from harness.analyze.canonical import Canonical
-from harness.analyze.components import one_way
+from harness.analyze.components import TwoWay, one_way, two_way
 from harness.analyze.stats import ratio
 from harness.core.errors import UserError
 
@@ -67,7 +67,7 @@ def points(canon: Canonical) -> pd.DataFrame:
             m = p.metrics
             rows.append({
                 "model": rec.model, "leg": rec.leg, "workload": rec.workload, "repeat": rec.repeat, "tp": rec.tp,
-                "concurrency": p.concurrency, "request_rate": p.request_rate if p.request_rate is not None else float("inf"),
+                "seed": p.seed, "concurrency": p.concurrency, "request_rate": p.request_rate if p.request_rate is not None else float("inf"),
                 "output_tok_s": m.output_tok_s, "requests_per_s": m.requests_per_s,
                 "tok_s_per_user": m.tok_s_per_user, "goodput_req_s": m.goodput_req_s, "good_share": m.good_share,
                 "ttft_p50_ms": m.ttft_ms.p50, "ttft_p99_ms": m.ttft_ms.p99, "tpot_p50_ms": m.tpot_ms.p50,
@@ -136,7 +136,13 @@ def repeated(pts: pd.DataFrame) -> pd.DataFrame:
     a capacity probe is judged), the range of p99 TTFT and of good share, and the spread of log p99 TTFT
     within a server and between servers. The unit is the point; the spreads are one-way random-effects
     (ANOVA) estimates, the between-server one resting on as few servers as the row names and 0 where the
-    servers' means differ no more than their points do."""
+    servers' means differ no more than their points do.
+
+    A grid's point i draws its prompts and arrivals from the same seed on every server
+    (harness.workloads.serve.point_seed), so where every server measured the same seeds once each, the
+    within-server spread splits in two (a two-way table, seeds by servers): the arrival draw's part (the
+    seeds differ, the same on every server) and the rest (one draw measured again). Two legs probed with
+    the same seeds share the draw's part; only the rest separates them."""
     rows = []
     if pts.empty:
         return pd.DataFrame(rows)
@@ -145,10 +151,21 @@ def repeated(pts: pd.DataFrame) -> pd.DataFrame:
             continue
         met = (g["ttft_p99_ms"] <= g["slo_ttft_ms"]) & (g["tpot_p99_ms"] <= g["slo_tpot_ms"])
         ow = one_way([np.log(h["ttft_p99_ms"].to_numpy(float)) for _, h in g.groupby("repeat", sort=False)])
+        tw = _draws_by_servers(g)
         rows.append(dict(zip(_KEYS, key)) | {
             "points": len(g), "servers": int(g["repeat"].nunique()), "met": int(met.sum()),
             "ttft_p99_min": float(g["ttft_p99_ms"].min()), "ttft_p99_median": float(g["ttft_p99_ms"].median()),
             "ttft_p99_max": float(g["ttft_p99_ms"].max()), "good_share_min": float(g["good_share"].min()),
-            "good_share_max": float(g["good_share"].max()), "sd_within": ow.within_sd, "sd_between": ow.between_sd})
+            "good_share_max": float(g["good_share"].max()), "sd_within": ow.within_sd, "sd_between": ow.between_sd,
+            "sd_draw": tw.row_sd if tw else None, "sd_rest": tw.residual_sd if tw else None})
     return pd.DataFrame(rows)
+
+
+def _draws_by_servers(g: pd.DataFrame) -> TwoWay | None:
+    """Log p99 TTFT as seeds x servers, where every server measured the same seeds once each; else None."""
+    per = g.groupby("repeat")["seed"].agg(lambda s: tuple(sorted(s)))
+    if per.nunique() != 1 or len(set(per.iloc[0])) != len(per.iloc[0]):
+        return None
+    t = g.pivot(index="seed", columns="repeat", values="ttft_p99_ms")
+    return two_way(np.log(t.to_numpy(float)))
 

@@ -109,15 +109,21 @@ def _repeated_md(st: Study, s: Serving) -> list[str]:
            "Each point its own seeded prompts and arrivals. Met: the point's p99 TTFT and p99 TPOT within the "
            "record's bounds, as a capacity search judges a probe. The spreads are standard deviations of log p99 "
            "TTFT (0.10 is about 10%), within a server and between servers (one-way random-effects estimates; "
-           "the between-server one rests on as few servers as the row names).\n",
+           "the between-server one rests on as few servers as the row names). A grid's point draws its prompts "
+           "and arrivals from the same seed on every server, so where every server measured the same seeds, "
+           "the within-server spread is split: the arrival draw's part (the seeds differ, the same on every "
+           "server) and the rest (one draw measured again; seeds by servers, two-way estimates). Two legs "
+           "probed with the same seeds share the draw's part.\n",
            "| model · workload | leg | c | rate | points (servers) | met the SLO at p99 | p99 TTFT ms min / median / max "
-           "| good share min–max | sd log p99 TTFT within / between |", "|---|---|---|---|---|---|---|---|---|"]
+           "| good share min–max | sd log p99 TTFT within / between | within: draw / rest |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for x in r.itertuples():
         sd = " / ".join("—" if v is None or pd.isna(v) else f"{v:.3f}" for v in (x.sd_within, x.sd_between))
+        split = " / ".join("—" if v is None or pd.isna(v) else f"{v:.3f}" for v in (x.sd_draw, x.sd_rest))
         out.append(f"| {x.model} · {x.workload} "
                    f"| {st.canon.study.label(x.leg)} | {int(x.concurrency)} | {_rate(x.request_rate)} "
                    f"| {x.points} ({x.servers}) | {x.met} of {x.points} | {_n(x.ttft_p99_min, 0)} / {_n(x.ttft_p99_median, 0)} "
-                   f"/ {_n(x.ttft_p99_max, 0)} | {x.good_share_min:.2f}–{x.good_share_max:.2f} | {sd} |")
+                   f"/ {_n(x.ttft_p99_max, 0)} | {x.good_share_min:.2f}–{x.good_share_max:.2f} | {sd} | {split} |")
     return out + [""]
 
 
