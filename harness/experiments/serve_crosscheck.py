@@ -253,6 +253,8 @@ def _pair(server: Server, spec: RunSpec, p: kind.Point, prompts: list[list[int]]
             else:
                 theirs = VllmPoint(status="failed", reason=why)
         elif side == "harness":
+            # No lead-in or lead-out, whatever the workload declares: vLLM's client sends none, and the two
+            # are compared on equal terms.
             ours = measure_point(server, spec, p, prompts)
         else:
             theirs, shown = _vllm_point(server, spec, p, run_dir, study_dir, prefix, env)

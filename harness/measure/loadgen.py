@@ -10,7 +10,10 @@ given as token-id lists (or `/v1/chat/completions` with a prompt given as a chat
   TPOT  - (E2EL - TTFT) / (output tokens - 1), per request with more than one output token;
 output tokens are the server's own `usage.completion_tokens` (stream_options.include_usage).
 A point's duration runs from its first request's scheduled send to its last completion; warm-up
-requests are sent before it and never enter it. The client's CPU time is counted over `run_point`
+requests are sent before it and never enter it. A paced point may be held in steady state
+(`run_point(lead_in_s=, lead_out=)`): requests at the same rate that are sent but never counted, before
+its counted requests (so that none meets a server still filling) and after them until the last counted
+one has finished (so that none meets a server already draining). The client's CPU time is counted over `run_point`
 after `prepare`, so the HTTP library's first import is never charged to a point.
 """
 
@@ -163,37 +166,93 @@ def arrival_offsets(n: int, rate: float | None, seed: int, *, arrivals: str = "h
     return due
 
 
+def lead_in_offsets(lead_in_s: float, rate: float, seed: int, *, burstiness: float = 1.0) -> list[float]:
+    """When each uncounted lead-in request is due, in seconds from the lead-in's start: gaps of the point's
+    own law (gamma of shape `burstiness`, mean 1/rate), from their own seed, every due time before
+    `lead_in_s`, where the counted requests' schedule begins."""
+    gen = np.random.default_rng(seed)
+    out: list[float] = []
+    t = 0.0
+    while True:
+        t += _gaps(1, rate, burstiness, lambda k, th: float(gen.gamma(k, th)))[0]
+        if t >= lead_in_s:
+            return out
+        out.append(t)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lead:
+    """Uncounted requests that hold a paced point in steady state. `build(count, seed)` gives their prompts
+    (the workload's own kind of request); lead-in prompts and gaps draw from the point's seed + 1, lead-out
+    ones from seed + 2, so no uncounted request repeats a counted one (the server's prefix cache would
+    make it cheaper). Lead-out prompts come from a pool as large as the point's counted requests, reused
+    in turn past its end."""
+    build: Callable[[int, int], Sequence[Prompt]]
+    lead_in_s: float = 0.0        # seconds of arrivals at the point's rate before the counted ones
+    lead_out: bool = False        # arrivals go on after the counted ones until the last of them finishes
+
+
 @dataclass(kw_only=True)
 class PointRun:
     results: list[RequestResult]
     duration_s: float
     client_cpu_s: float           # this process's CPU time over the point
+    lead_requests: int = 0        # uncounted requests sent (lead-in and lead-out)
 
 
 async def _drive(base_url: str, *, model: str, prompts: Sequence[Prompt], max_tokens: int, concurrency: int,
                  rate: float | None, seed: int, timeout_s: float, arrivals: str = "harness",
-                 burstiness: float = 1.0) -> tuple[list[RequestResult], float]:
+                 burstiness: float = 1.0, lead: Lead | None = None) -> tuple[list[RequestResult], float, int]:
     import aiohttp
 
     base = base_url.rstrip("/")
     sem = asyncio.Semaphore(concurrency)
     offsets = arrival_offsets(len(prompts), rate, seed, arrivals=arrivals, burstiness=burstiness)
+    # Uncounted requests, built before the clock starts. The counted schedule is the same draw with or
+    # without them, shifted by the lead-in.
+    steady = lead is not None and rate is not None and (lead.lead_in_s > 0 or lead.lead_out)
+    start = lead.lead_in_s if steady and lead else 0.0
+    lead_due = lead_in_offsets(start, rate, seed + 1, burstiness=burstiness) if steady and rate and start else []
+    lead_in = list(lead.build(len(lead_due), seed + 1)) if lead_due and lead else []
+    pool = list(lead.build(len(prompts), seed + 2)) if steady and lead and lead.lead_out and prompts else []
+    out_gen = np.random.default_rng(seed + 2)
     conn = aiohttp.TCPConnector(limit=0, force_close=False)
     async with aiohttp.ClientSession(connector=conn, trust_env=False) as session:
         t0 = time.perf_counter()
 
-        async def one(i: int) -> RequestResult:
-            delay = t0 + offsets[i] - time.perf_counter()
+        sent_uncounted = [0]
+
+        async def send(p: Prompt, due: float, count: bool = True) -> RequestResult:
+            delay = t0 + due - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
             async with sem:
-                p = prompts[i]
+                if not count:
+                    sent_uncounted[0] += 1
                 return await one_request(session, base + endpoint(p), model=model,
                                          prompt=p if isinstance(p, dict) else list(p),
                                          max_tokens=max_tokens, timeout_s=timeout_s)
 
-        results = await asyncio.gather(*(one(i) for i in range(len(prompts))))
-        return list(results), time.perf_counter() - t0
+        uncounted = [asyncio.ensure_future(send(p, d, False)) for p, d in zip(lead_in, lead_due)]
+        counted = asyncio.ensure_future(asyncio.gather(*(send(p, start + o) for p, o in zip(prompts, offsets))))
+
+        async def lead_out() -> None:
+            # After the last counted request is due, arrivals go on by the same law until `counted` is done.
+            due, k = start + (offsets[-1] if offsets else 0.0), 0
+            while True:
+                due += _gaps(1, rate, burstiness, lambda a, th: float(out_gen.gamma(a, th)))[0]  # type: ignore[arg-type]
+                await asyncio.sleep(max(0.0, t0 + due - time.perf_counter()))
+                uncounted.append(asyncio.ensure_future(send(pool[k % len(pool)], due, False)))
+                k += 1
+
+        feeder = asyncio.ensure_future(lead_out()) if pool else None
+        results = await counted
+        end = time.perf_counter()
+        # What is still in flight is not waited for: its streams are closed, and the server aborts them.
+        for t in ([feeder] if feeder else []) + uncounted:
+            t.cancel()
+        await asyncio.gather(*([feeder] if feeder else []), *uncounted, return_exceptions=True)
+        return list(results), end - t0 - start, sent_uncounted[0]
 
 
 def prepare() -> None:
@@ -206,15 +265,19 @@ def prepare() -> None:
 
 def run_point(base_url: str, *, model: str, prompts: Sequence[Prompt], max_tokens: int, concurrency: int,
               rate: float | None = None, seed: int = 0, timeout_s: float = 300.0, arrivals: str = "harness",
-              burstiness: float = 1.0) -> PointRun:
-    # The point's duration runs from t0, before the first due time: under `vllm` arrivals the first
-    # request waits its own gap, and vLLM's benchmark counts that wait in its duration too.
+              burstiness: float = 1.0, lead: Lead | None = None) -> PointRun:
+    # The point's duration runs from its counted schedule's start, before the first due time: under
+    # `vllm` arrivals the first request waits its own gap, and vLLM's benchmark counts that wait in its
+    # duration too. A lead-in comes before that start; a lead-out's requests are not waited for.
+    # `lead` applies to a paced point only (a rate); without one it is ignored.
     prepare()  # before the CPU clock starts: the first call of a process imports aiohttp here
     cpu0 = time.process_time()
-    results, duration = asyncio.run(_drive(base_url, model=model, prompts=prompts, max_tokens=max_tokens,
-                                           concurrency=concurrency, rate=rate, seed=seed, timeout_s=timeout_s,
-                                           arrivals=arrivals, burstiness=burstiness))
-    return PointRun(results=results, duration_s=duration, client_cpu_s=time.process_time() - cpu0)
+    results, duration, n_lead = asyncio.run(_drive(base_url, model=model, prompts=prompts, max_tokens=max_tokens,
+                                                   concurrency=concurrency, rate=rate, seed=seed,
+                                                   timeout_s=timeout_s, arrivals=arrivals, burstiness=burstiness,
+                                                   lead=lead))
+    return PointRun(results=results, duration_s=duration, client_cpu_s=time.process_time() - cpu0,
+                    lead_requests=n_lead)
 
 
 # --- a point's numbers ------------------------------------------------------------------------------
@@ -262,6 +325,7 @@ def summarize(run: PointRun, *, slo_ttft_ms: float, slo_tpot_ms: float) -> dict[
         "itl_ms": _dist([x for r in done for x in r.itl_s]),
         "e2el_ms": _dist([r.latency_s for r in done if r.latency_s is not None]),
         "client_cpu_share": run.client_cpu_s / d if d > 0 else None,
+        "lead_requests": run.lead_requests,
         "errors": sorted({r.error for r in run.results if r.error})[:5],
     }
     # Tokens per second one user sees while streaming: the inverse of the median TPOT.

@@ -228,13 +228,13 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
             if vocab is None:
                 raise _Refused("no model files on disk to draw prompt ids from (serve needs config.json or "
                                "tokenizer.json)")
+            build, images = prompt_builder(work, vocab)
+            warm = kind.warmup_prompts(work, build)
             if cap is None:
-                groups, warm, inputs = prompts_for(work, vocab)
-            else:
-                # A probe's size depends on the rate probed (search.probe_s): its prompts are built when
-                # it runs, from the probe's own seed, so the same probe on two legs sends the same requests.
-                build, images = prompt_builder(work, vocab)
-                warm = kind.warmup_prompts(work, build)
+                groups = kind.prompt_groups(work, build)
+                inputs = images.record() if images else None
+            # A probe's size depends on the rate probed (search.probe_s): its prompts are built when it
+            # runs, from the probe's own seed, so the same probe on two legs sends the same requests.
             emit(run_dir, "warmup_start", requests=len(warm))
             w0 = time.monotonic()
             if warm:
@@ -261,7 +261,7 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
                     if why is not None:
                         points.append(failed_point(p, work, server.starts, f"restart failed: {why}"))
                         continue
-                points.append(measure_point(server, spec, p, prompts))
+                points.append(measure_point(server, spec, p, prompts, build))
     except _Refused as e:
         status, failure_reason = "failed", str(e)
     finally:
@@ -345,7 +345,7 @@ def run_search(server: Server, spec: RunSpec, cap: Capacity, build: kind.Build, 
         n = capacity_spec.probe_requests(cap, work["num_prompts"], value)
         emit(server.run_dir, "probe", step=step, search_phase=phase, axis=cap.axis, value=value, requests=n)
         prompts = build(n, kind.point_seed(work, step))
-        point, run = _measure(server, spec, p, prompts)
+        point, run = _measure(server, spec, p, prompts, build)
         # Chat requests carry their images (~150 KB each at 224x224): keep only their hash once sent.
         sent.append([{"prompts_sha256": sha256_json(prompts)}] if prompts and isinstance(prompts[0], dict)
                     else prompts)
@@ -356,11 +356,20 @@ def run_search(server: Server, spec: RunSpec, cap: Capacity, build: kind.Build, 
     return block, points
 
 
-def measure_point(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any]) -> ServePoint:
-    return _measure(server, spec, p, prompts)[0]
+def measure_point(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any],
+                  build: kind.Build | None = None) -> ServePoint:
+    return _measure(server, spec, p, prompts, build)[0]
 
 
-def _measure(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any]
+def lead_of(work: dict[str, Any], build: kind.Build | None) -> loadgen.Lead | None:
+    """The uncounted requests that hold each paced point in steady state, where the workload declares them
+    (lead_in_s, lead_out); their prompts are the workload's own kind, from their own seeds."""
+    if build is None or not (work.get("lead_in_s") or work.get("lead_out")):
+        return None
+    return loadgen.Lead(build=build, lead_in_s=float(work.get("lead_in_s") or 0.0), lead_out=bool(work.get("lead_out")))
+
+
+def _measure(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any], build: kind.Build | None = None
              ) -> tuple[ServePoint, loadgen.PointRun | None]:
     work = spec.workload.work
     seed = kind.point_seed(work, p.index)
@@ -369,7 +378,7 @@ def _measure(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any]
     run = loadgen.run_point(server.base, model=served_name(spec), prompts=prompts, max_tokens=work["output_len"],
                             concurrency=p.concurrency, rate=p.request_rate, seed=seed,
                             timeout_s=work["request_timeout_s"], arrivals=work.get("arrivals", "harness"),
-                            burstiness=work.get("burstiness", 1.0))
+                            burstiness=work.get("burstiness", 1.0), lead=lead_of(work, build))
     slo_ttft, slo_tpot = _slo(work)
     m = PointMetrics.model_validate(loadgen.summarize(run, slo_ttft_ms=slo_ttft, slo_tpot_ms=slo_tpot))
     reason = ""

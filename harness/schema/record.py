@@ -33,6 +33,8 @@ SCHEMA_VERSION history (loading branches on the stored version; `migrate` upgrad
 # 10 - `paired.passes[].handover`: where a paired pass's region went, seen from the front end (up to
 #     the last request handed to the engine, the time inside add_request, after it;
 #     harness/measure/worker/handover.py). Version-9 records lift unchanged (not measured before).
+# 11 - `serve.points[].metrics.lead_requests`: uncounted requests that held a paced point in steady state
+#     (a serve workload's lead_in_s and lead_out). Version-10 records lift unchanged (0: none sent).
 A record newer than this package is refused: upgrade the harness rather than guess.
 """
 
@@ -53,7 +55,7 @@ from harness.core.errors import UserError
 from harness.schema.base import Frozen, FrozenLenient
 from harness.schema.serve import ServeResult
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 Status = Literal["ok", "failed", "timeout"]
 Provenance = Literal["measured", "transcribed"]
@@ -388,11 +390,16 @@ def _update_to_10(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 10}
 
 
+def _update_to_11(old: dict, path: Path) -> dict:
+    """Version 10 -> 11: a serve point's `lead_requests` is new and defaults to 0."""
+    return {**old, "schema_version": 11}
+
+
 Migration = Callable[[dict, Path], dict]
 
 MIGRATIONS: dict[int, Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5,
                                     5: _update_to_6, 6: _update_to_7, 7: _update_to_8,
-                                    8: _update_to_9, 9: _update_to_10}
+                                    8: _update_to_9, 9: _update_to_10, 10: _update_to_11}
 
 
 def migrate(data: dict, path: Path) -> dict:

@@ -4,7 +4,8 @@ every point it measured, and how many times the server was started.
 Format history: new in record schema 6 (harness.schema.record); absent from every other kind's record.
 Record schema 9 adds `capacity` (a capacity search: its declaration, every probe with each SLO
 percentile's order-statistic interval, the stopping rule and the result) and `inputs` (what an image
-serve workload sent: the images' sha256); both optional, absent before.
+serve workload sent: the images' sha256); both optional, absent before. Record schema 11 adds a
+point's `lead_requests` (uncounted requests that held it in steady state; 0, and absent before).
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ class PointMetrics(Frozen):
     itl_ms: Dist = Dist()
     e2el_ms: Dist = Dist()
     client_cpu_share: float | None = None  # the client's CPU seconds over the point's wall seconds
+    # Uncounted requests sent at the point's rate before and after its counted ones (the workload's
+    # lead_in_s and lead_out); they enter none of the figures above but the client's CPU share.
+    lead_requests: int = 0
     errors: list[str] = Field(default_factory=list)  # distinct request errors, at most five
 
 

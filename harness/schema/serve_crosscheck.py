@@ -14,6 +14,9 @@ Format history (schema_version; `read` lifts an older file in order):
       tail an SLO judges, which is what matters where the two clients are compared at a capacity.
       Version-3 files lift with both None; their repeats hold every point's p99, and the crosscheck's
       reader (harness.experiments.serve_crosscheck.load_all) summarizes such a record again from them.
+  5 - each harness point's metrics carry `lead_requests` (record schema 11: uncounted requests that held
+      a paced point in steady state), always 0 here: neither client sends any, so the two are compared
+      on equal terms. Version-4 files lift unchanged (0).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from harness.schema import record
 from harness.schema.base import Frozen
 from harness.schema.serve import Dist, ServePoint
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 KIND = "serve-crosscheck"
 # The aim on the CPU: harness ÷ vLLM within 1.00 ± 0.03 at every point. Here, not beside the
 # measurement, because lifting a version-2 file re-judges its band against it.
@@ -175,7 +178,12 @@ def _update_to_4(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 4}
 
 
-MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4}
+def _update_to_5(old: dict, path: Path) -> dict:
+    """Version 4 -> 5: a harness point's `lead_requests` is new and defaults to 0."""
+    return {**old, "schema_version": 5}
+
+
+MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5}
 
 
 def read(path: Path) -> ServeCrosscheckRecord:

@@ -31,7 +31,8 @@ METRIC = Metric(key="output_tok_s", unit="tok/s", higher_is_better=True,
 TRAITS = Traits(server=True)
 # Left out of a run's `work` at these values, so serve runs measured before they existed keep their
 # fingerprints (harness.measure.scenario.Workload.work).
-UNSET_WORK: dict[str, Any] = {"capacity": None, "arrivals": "harness", "burstiness": 1.0}
+UNSET_WORK: dict[str, Any] = {"capacity": None, "arrivals": "harness", "burstiness": 1.0, "lead_in_s": 0.0,
+                              "lead_out": False}
 ARRIVALS = ("harness", "vllm")   # harness.measure.loadgen.arrival_offsets says what each one is
 
 
@@ -54,6 +55,13 @@ class Params:
     # the gaps' gamma shape (vLLM's --burstiness: 1 Poisson, below 1 burstier, .inf evenly spaced).
     arrivals: str = "harness"
     burstiness: float = 1.0
+    # Steady state for a paced point (a rate, or a capacity search on the request-rate axis): seconds of
+    # uncounted arrivals at the point's rate before its counted ones, and whether uncounted arrivals go on
+    # after them until the last counted request has finished. A short point that starts from an idle
+    # server and ends draining it measures a transient (results/h100-capacity-probe: at one rate, 60 s
+    # points had a p99 TTFT 1.37x that of 15 s ones).
+    lead_in_s: float = 0.0
+    lead_out: bool = False
 
     def __post_init__(self) -> None:
         if not self.concurrency or any(not c > 0 for c in self.concurrency):
@@ -82,8 +90,16 @@ class Params:
         if isinstance(self.burstiness, bool) or not isinstance(self.burstiness, (int, float)) \
                 or not self.burstiness > 0:
             raise ValueError(f"burstiness: {self.burstiness!r} should be a number greater than 0 (.inf: evenly spaced)")
-        if self.capacity is not None:
-            capacity_spec.parse(self.capacity)
+        # (A string or a quoted boolean never gets here: the scenario loader refuses it by the type.)
+        if not self.lead_in_s >= 0:
+            raise ValueError(f"lead_in_s: {self.lead_in_s!r} should be a number of seconds, 0 or more")
+        if self.lead_in_s:
+            limits.timeout("lead_in_s", self.lead_in_s)
+        cap = capacity_spec.parse(self.capacity) if self.capacity is not None else None
+        paced = cap.axis == "request_rate" if cap is not None else bool(self.request_rate)
+        if (self.lead_in_s or self.lead_out) and not paced:
+            raise ValueError("lead_in_s and lead_out hold a paced point in steady state: they need request_rate "
+                             "(or a capacity search on the request_rate axis)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,8 +141,15 @@ def prompt_groups(work: dict[str, Any], build: Build) -> list[list[Any]]:
     return [build(work["num_prompts"], point_seed(work, p.index)) for p in points(work)]
 
 
+# Warm-up prompts draw from seed + 500: never a point's seed (seed + 1000 (i + 1)) nor a point's lead
+# seeds (+1, +2; harness.measure.loadgen.Lead). It was seed + 10_000 until 2026-12-07, the seed of point 9,
+# so a grid's tenth point or a search's tenth probe began with the warm-up's prompts, which the server's
+# prefix cache then served without their prefill.
+WARMUP_SEED_OFFSET = 500
+
+
 def warmup_prompts(work: dict[str, Any], build: Build) -> list[Any]:
-    return build(work["warmup_requests"], work["seed"] + 10_000)
+    return build(work["warmup_requests"], work["seed"] + WARMUP_SEED_OFFSET)
 
 
 def metrics(point_metrics: list[dict[str, Any]]) -> dict[str, Any]:
