@@ -402,10 +402,12 @@ def test_a_sweep_records_the_search_and_a_dying_server_fails_the_run(tmp_path, f
     assert bad.failure.reason.startswith("capacity search: probe 2 (concurrency 4) could not be measured")
 
 
-def test_a_rate_search_held_in_steady_state_records_its_uncounted_requests(tmp_path, fake_sweep, monkeypatch):
+@pytest.mark.parametrize("modality", ["text", "image"])
+def test_a_rate_search_held_in_steady_state_records_its_uncounted_requests(tmp_path, fake_sweep, monkeypatch,
+                                                                           modality):
     """lead_in_s and lead_out reach every probe of a request-rate search through a whole sweep (FAKE server):
-    the server saw more requests than the probes counted, each probe's record says how many more, and the
-    record (schema 11) reads back."""
+    the server saw more requests than the probes counted, each probe's record says how many more, the
+    record (schema 11) reads back, and an image workload's record lists only its counted requests' images."""
     from harness.measure.sweep import SweepArgs, sweep
     from harness.schema import record
     from tests.conftest import write_scenario
@@ -413,20 +415,30 @@ def test_a_rate_search_held_in_steady_state_records_its_uncounted_requests(tmp_p
     _FakeLoadServer.inflight, _FakeLoadServer.served, _FakeLoadServer.dead = 0, 0, False
     _FakeLoadServer.die_after, _FakeLoadServer.bodies = None, []
     monkeypatch.setattr(srv, "Server", _FakeApiServer)
-    text = SWEEP.replace("MODALITY", "text").replace(
+    text = SWEEP.replace("MODALITY", modality).replace(
         "      axis: concurrency\n", "      axis: request_rate\n").replace(
         "      search: {lo: 1, hi: 16, max_probes: 8}\n",
         "      search: {lo: 8, hi: 16, max_probes: 3, concurrency: 64, probe_s: 0.5}\n").replace(
-        "    seed: 0\n", "    seed: 0\n    lead_in_s: 1.0\n    lead_out: true\n")
+        "    seed: 0\n", "    seed: 0\n    lead_in_s: 1.0\n    lead_out: true\n").replace(
+        # every probe passes, whatever the uncounted requests do to the fake server's TPOT: 8, then 16
+        "      slo: {tpot_ms: {p: 99, max: 90}, goodput_share_min: 0.9}\n",
+        "      slo: {tpot_ms: {p: 99, max: 5000}, goodput_share_min: 0.5}\n")
     (rec,) = sweep(SweepArgs(scenario=str(write_scenario(tmp_path, text)), results=tmp_path / "r")).records
     counted = sum(p.metrics.requests for p in rec.serve.points)
     leads = [p.metrics.lead_requests for p in rec.serve.points]
-    assert rec.status == "ok" and len(leads) >= 2 and sum(leads) > 0
+    assert rec.status == "ok" and rec.serve.capacity.status == "at_least_hi" and len(leads) == 2 and sum(leads) > 0
     # a lead-out request sent just as a probe's counted ones are done may be cut off before the server
     # reads it
     assert counted < _FakeLoadServer.served <= counted + sum(leads)
     assert rec.schema_version == record.SCHEMA_VERSION == 11
     assert rec.workload_spec["lead_in_s"] == 1.0 and rec.workload_spec["lead_out"] is True
+    if modality == "image":
+        assert rec.serve.inputs.images == counted
+    # Cut-off lead-out requests stream on in the fake server's threads for a while; the next test resets
+    # its in-flight count, which they would then take below zero: let them finish first.
+    deadline = time.monotonic() + 10
+    while _FakeLoadServer.inflight > 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _grid(decl: dict) -> np.ndarray:

@@ -229,6 +229,9 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
                 raise _Refused("no model files on disk to draw prompt ids from (serve needs config.json or "
                                "tokenizer.json)")
             build, images = prompt_builder(work, vocab)
+            # Uncounted requests' prompts (lead_in_s, lead_out) from a builder of their own: an image
+            # workload's record lists the images its counted requests sent, not the lead's.
+            lead_build, _ = prompt_builder(work, vocab)
             warm = kind.warmup_prompts(work, build)
             if cap is None:
                 groups = kind.prompt_groups(work, build)
@@ -244,7 +247,7 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
             warm_s = time.monotonic() - w0
             emit(run_dir, "warmup_end", seconds=warm_s)
             if cap is not None:
-                block, points = run_search(server, spec, cap, build, groups, t0)
+                block, points = run_search(server, spec, cap, build, groups, t0, lead_build)
                 inputs = images.record() if images else None
                 if block.status == "failed":
                     status, failure_reason = "failed", f"capacity search: {block.stop}"
@@ -261,7 +264,7 @@ def execute(spec: RunSpec, run_dir: Path, *, invocation_id: str, dirty: list[str
                     if why is not None:
                         points.append(failed_point(p, work, server.starts, f"restart failed: {why}"))
                         continue
-                points.append(measure_point(server, spec, p, prompts, build))
+                points.append(measure_point(server, spec, p, prompts, lead_build))
     except _Refused as e:
         status, failure_reason = "failed", str(e)
     finally:
@@ -328,7 +331,7 @@ def failed_point(p: kind.Point, work: dict[str, Any], instance: int, reason: str
 
 
 def run_search(server: Server, spec: RunSpec, cap: Capacity, build: kind.Build, sent: list[list[Any]],
-               t0: float) -> tuple[CapacitySearch, list[ServePoint]]:
+               t0: float, lead_build: kind.Build | None = None) -> tuple[CapacitySearch, list[ServePoint]]:
     """The capacity search on this run's server: probe `step` sends the prompts of seed point_seed(step),
     as many as capacity.probe_requests asks at its value; each probe's prompts are appended to `sent`."""
     work = spec.workload.work
@@ -345,7 +348,7 @@ def run_search(server: Server, spec: RunSpec, cap: Capacity, build: kind.Build, 
         n = capacity_spec.probe_requests(cap, work["num_prompts"], value)
         emit(server.run_dir, "probe", step=step, search_phase=phase, axis=cap.axis, value=value, requests=n)
         prompts = build(n, kind.point_seed(work, step))
-        point, run = _measure(server, spec, p, prompts, build)
+        point, run = _measure(server, spec, p, prompts, lead_build)
         # Chat requests carry their images (~150 KB each at 224x224): keep only their hash once sent.
         sent.append([{"prompts_sha256": sha256_json(prompts)}] if prompts and isinstance(prompts[0], dict)
                     else prompts)
@@ -357,8 +360,8 @@ def run_search(server: Server, spec: RunSpec, cap: Capacity, build: kind.Build, 
 
 
 def measure_point(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any],
-                  build: kind.Build | None = None) -> ServePoint:
-    return _measure(server, spec, p, prompts, build)[0]
+                  lead_build: kind.Build | None = None) -> ServePoint:
+    return _measure(server, spec, p, prompts, lead_build)[0]
 
 
 def lead_of(work: dict[str, Any], build: kind.Build | None) -> loadgen.Lead | None:
@@ -369,8 +372,8 @@ def lead_of(work: dict[str, Any], build: kind.Build | None) -> loadgen.Lead | No
     return loadgen.Lead(build=build, lead_in_s=float(work.get("lead_in_s") or 0.0), lead_out=bool(work.get("lead_out")))
 
 
-def _measure(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any], build: kind.Build | None = None
-             ) -> tuple[ServePoint, loadgen.PointRun | None]:
+def _measure(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any],
+             lead_build: kind.Build | None = None) -> tuple[ServePoint, loadgen.PointRun | None]:
     work = spec.workload.work
     seed = kind.point_seed(work, p.index)
     emit(server.run_dir, "point_start", index=p.index, concurrency=p.concurrency, request_rate=p.request_rate,
@@ -378,7 +381,7 @@ def _measure(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any], b
     run = loadgen.run_point(server.base, model=served_name(spec), prompts=prompts, max_tokens=work["output_len"],
                             concurrency=p.concurrency, rate=p.request_rate, seed=seed,
                             timeout_s=work["request_timeout_s"], arrivals=work.get("arrivals", "harness"),
-                            burstiness=work.get("burstiness", 1.0), lead=lead_of(work, build))
+                            burstiness=work.get("burstiness", 1.0), lead=lead_of(work, lead_build))
     slo_ttft, slo_tpot = _slo(work)
     m = PointMetrics.model_validate(loadgen.summarize(run, slo_ttft_ms=slo_ttft, slo_tpot_ms=slo_tpot))
     reason = ""
