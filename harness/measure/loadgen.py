@@ -11,9 +11,10 @@ given as token-id lists (or `/v1/chat/completions` with a prompt given as a chat
 output tokens are the server's own `usage.completion_tokens` (stream_options.include_usage).
 A point's duration runs from its first request's scheduled send to its last completion; warm-up
 requests are sent before it and never enter it. A paced point may be held in steady state
-(`run_point(lead_in_s=, lead_out=)`): requests at the same rate that are sent but never counted, before
-its counted requests (so that none meets a server still filling) and after them until the last counted
-one has finished (so that none meets a server already draining). The client's CPU time is counted over `run_point`
+(`run_point(lead=Lead(...))`, the workload's lead_in_s and lead_out): requests at the same rate that are
+sent but never counted, before its counted requests (so that none meets a server still filling) and
+after them until the last counted one has finished (so that none meets a server already draining); they
+share the concurrency bound with the counted ones. The client's CPU time is counted over `run_point`
 after `prepare`, so the HTTP library's first import is never charged to a point.
 """
 
