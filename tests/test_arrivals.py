@@ -4,11 +4,8 @@ and one point against a FAKE server (an aiohttp app streaming vLLM-shaped chunks
 
 from __future__ import annotations
 
-import asyncio
-import json
 import math
 import random
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +15,7 @@ from harness.core.errors import UserError
 from harness.measure import loadgen
 from harness.measure.loadgen import arrival_offsets
 from harness.measure.scenario import load_scenario
+from tests import fakestream
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,43 +82,8 @@ def test_the_keys_enter_the_work_only_when_set(tmp_path: Path) -> None:
     assert work["arrivals"] == "vllm" and math.isinf(work["burstiness"])
 
 
-def _fake_server() -> tuple[str, threading.Event]:
-    from aiohttp import web
-
-    async def completions(request: web.Request) -> web.StreamResponse:
-        req = await request.json()
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        for _ in range(req["max_tokens"]):
-            await resp.write(b"data: " + json.dumps({"choices": [{"text": " x"}]}).encode() + b"\n\n")
-        usage = {"choices": [], "usage": {"completion_tokens": req["max_tokens"], "prompt_tokens": 2}}
-        await resp.write(b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
-        return resp
-
-    ready, stop, box = threading.Event(), threading.Event(), {}
-
-    def serve() -> None:
-        async def main() -> None:
-            app = web.Application()
-            app.router.add_post("/v1/completions", completions)
-            runner = web.AppRunner(app)
-            await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-            box["port"] = site._server.sockets[0].getsockname()[1]  # noqa: SLF001
-            ready.set()
-            while not stop.is_set():
-                await asyncio.sleep(0.05)
-            await runner.cleanup()
-        asyncio.run(main())
-
-    threading.Thread(target=serve, daemon=True).start()
-    assert ready.wait(10)
-    return f"http://127.0.0.1:{box['port']}", stop
-
-
 def test_a_vllm_paced_point_lasts_at_least_n_over_rate_fake_server() -> None:
-    base, stop = _fake_server()
+    base, stop, _ = fakestream.serve()
     try:
         run = loadgen.run_point(base, model="m", prompts=[[1, 2]] * 10, max_tokens=2, concurrency=10,
                                 rate=20.0, seed=1, timeout_s=20, arrivals="vllm")

@@ -5,8 +5,6 @@ validation; and the seeds that keep warm-up, lead and counted prompts apart."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import threading
 import time
 from pathlib import Path
@@ -17,6 +15,7 @@ from harness.core.errors import UserError
 from harness.measure import loadgen
 from harness.measure.scenario import load_scenario
 from harness.workloads import serve as kind
+from tests import fakestream
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNTED, LEAD_IN, LEAD_OUT = 1, 7, 8
@@ -25,44 +24,7 @@ COUNTED, LEAD_IN, LEAD_OUT = 1, 7, 8
 def _fake_server(slow_lead_s: float = 0.0) -> tuple[str, threading.Event, list[tuple[float, int]]]:
     """Streams max_tokens chunks 10 ms apart; a lead-out request (prompt starting 8) waits `slow_lead_s`
     before its first chunk. Logs (arrival time, the prompt's first id) for every request."""
-    from aiohttp import web
-
-    log: list[tuple[float, int]] = []
-
-    async def completions(request: web.Request) -> web.StreamResponse:
-        req = await request.json()
-        log.append((time.perf_counter(), req["prompt"][0]))
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        if req["prompt"][0] == LEAD_OUT:
-            await asyncio.sleep(slow_lead_s)
-        for _ in range(req["max_tokens"]):
-            await asyncio.sleep(0.01)
-            await resp.write(b"data: " + json.dumps({"choices": [{"text": " x"}]}).encode() + b"\n\n")
-        usage = {"choices": [], "usage": {"completion_tokens": req["max_tokens"], "prompt_tokens": 2}}
-        await resp.write(b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
-        return resp
-
-    ready, stop, box = threading.Event(), threading.Event(), {}
-
-    def serve() -> None:
-        async def main() -> None:
-            app = web.Application()
-            app.router.add_post("/v1/completions", completions)
-            runner = web.AppRunner(app)
-            await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-            box["port"] = site._server.sockets[0].getsockname()[1]  # noqa: SLF001
-            ready.set()
-            while not stop.is_set():
-                await asyncio.sleep(0.05)
-            await runner.cleanup()
-        asyncio.run(main())
-
-    threading.Thread(target=serve, daemon=True).start()
-    assert ready.wait(10)
-    return f"http://127.0.0.1:{box['port']}", stop, log
+    return fakestream.serve(chunk_delay_s=0.01, before_first=lambda first: slow_lead_s if first == LEAD_OUT else 0.0)
 
 
 def _build(seeds: list[int]):
