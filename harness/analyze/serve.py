@@ -168,4 +168,3 @@ def _draws_by_servers(g: pd.DataFrame) -> TwoWay | None:
         return None
     t = g.pivot(index="seed", columns="repeat", values="ttft_p99_ms")
     return two_way(np.log(t.to_numpy(float)))
-

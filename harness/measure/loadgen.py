@@ -211,11 +211,13 @@ async def _drive(base_url: str, *, model: str, prompts: Sequence[Prompt], max_to
     offsets = arrival_offsets(len(prompts), rate, seed, arrivals=arrivals, burstiness=burstiness)
     # Uncounted requests, built before the clock starts. The counted schedule is the same draw with or
     # without them, shifted by the lead-in.
-    steady = lead is not None and rate is not None and (lead.lead_in_s > 0 or lead.lead_out)
-    start = lead.lead_in_s if steady and lead else 0.0
-    lead_due = lead_in_offsets(start, rate, seed + 1, burstiness=burstiness) if steady and rate and start else []
-    lead_in = list(lead.build(len(lead_due), seed + 1)) if lead_due and lead else []
-    pool = list(lead.build(len(prompts), seed + 2)) if steady and lead and lead.lead_out and prompts else []
+    # A point without a rate ignores its lead.
+    start, lead_due, lead_in, pool = 0.0, list[float](), list[Prompt](), list[Prompt]()
+    if lead is not None and rate is not None:
+        start = lead.lead_in_s
+        lead_due = lead_in_offsets(start, rate, seed + 1, burstiness=burstiness) if start else []
+        lead_in = list(lead.build(len(lead_due), seed + 1)) if lead_due else []
+        pool = list(lead.build(len(prompts), seed + 2)) if lead.lead_out and prompts else []
     out_gen = np.random.default_rng(seed + 2)
     conn = aiohttp.TCPConnector(limit=0, force_close=False)
     async with aiohttp.ClientSession(connector=conn, trust_env=False) as session:
