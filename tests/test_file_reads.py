@@ -66,6 +66,7 @@ READS: dict[tuple[str, str], str] = {
     ("measure/run.py", "process_group"): _MEASURING + " (its log, opened for writing)",
     ("measure/run.py", "orphans"): "/proc, processes a run left behind",
     ("measure/run.py", "finish"): _MEASURING + " (run.log, for the failure's tracebacks)",
+    ("measure/engine_log.py", "view"): _MEASURING + " (the server's stats lines in run.log, after a point's start)",
     ("measure/diagnose.py", "_log"): _MEASURING + " (the DEBUG re-run's log)",
     ("measure/sweep.py", "reusable"): "the sweep deciding whether a finished record is reused (schema reader)",
     ("measure/supersede.py", "replacements"): "the sweep deciding which records it measures over (schema reader)",

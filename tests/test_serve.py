@@ -221,10 +221,12 @@ def _no_run_left(lock) -> None:
 
 
 @pytest.mark.engine
-def test_real_server_short_sweep_then_killed_mid_point(tmp_path):
+def test_real_server_short_sweep_then_killed_mid_point(tmp_path, monkeypatch):
     """One leg, points c=1 and c=4; the server is killed during its first point: that point is failed
     with the cause, the server starts again and the next point is measured on it (one run: two server
-    starts). Nothing of either server is left."""
+    starts). Nothing of either server is left. The measured point carries the engine's own stats, read
+    from the server's log (its stats interval shortened to 0.2 s so that a point of seconds has some)."""
+    monkeypatch.setenv("VLLM_LOG_STATS_INTERVAL", "0.2")
     from harness.measure.sweep import SweepArgs, sweep
     from tests.conftest import write_scenario
 
@@ -270,6 +272,8 @@ def test_real_server_short_sweep_then_killed_mid_point(tmp_path):
     # The point measured on the restarted server: every request, every token, its latencies.
     p1 = bad.serve.points[1].metrics
     assert p1.completed == 12 and p1.output_tokens == 12 * 64 and p1.ttft_ms.p50 > 0 and p1.tpot_ms.p99 > 0
+    eng = bad.serve.points[1].engine
+    assert eng is not None and eng.samples >= 2 and 1 <= eng.running_max <= 4 and eng.generation_tok_s_mean > 0
     assert bad.serve.client["name"] == loadgen.CLIENT and bad.work.prompts_sha256
     assert "APIServer" in (run1 / "run.log").read_text()   # the server's log is the run's log
     assert not bad.metrics.output_tok_s       # a run with a failed point is no measurement

@@ -75,6 +75,10 @@ def points(canon: Canonical) -> pd.DataFrame:
                 "e2el_p50_ms": m.e2el_ms.p50, "e2el_p99_ms": m.e2el_ms.p99, "failed": m.failed,
                 "requests": m.requests, "client_cpu_share": m.client_cpu_share,
                 "slo_ttft_ms": rec.serve.slo_ttft_ms, "slo_tpot_ms": rec.serve.slo_tpot_ms,
+                # The engine's own view (harness.measure.engine_log); None where the record has none.
+                "engine_waiting_max": p.engine.waiting_max if p.engine else None,
+                "engine_kv_max_pct": p.engine.kv_usage_max_pct if p.engine else None,
+                "engine_gen_tok_s": p.engine.generation_tok_s_mean if p.engine else None,
             })
     return pd.DataFrame(rows)
 
@@ -142,7 +146,10 @@ def repeated(pts: pd.DataFrame) -> pd.DataFrame:
     (harness.workloads.serve.point_seed), so where every server measured the same seeds once each, the
     within-server spread splits in two (a two-way table, seeds by servers): the arrival draw's part (the
     seeds differ, the same on every server) and the rest (one draw measured again). Two legs probed with
-    the same seeds share the draw's part; only the rest separates them."""
+    the same seeds share the draw's part; only the rest separates them.
+
+    Where the records hold the engine's own view (ServePoint.engine), the row adds its largest scheduler
+    queue and KV cache use over the points: a queue means the engine itself was saturated."""
     rows = []
     if pts.empty:
         return pd.DataFrame(rows)
@@ -157,8 +164,16 @@ def repeated(pts: pd.DataFrame) -> pd.DataFrame:
             "ttft_p99_min": float(g["ttft_p99_ms"].min()), "ttft_p99_median": float(g["ttft_p99_ms"].median()),
             "ttft_p99_max": float(g["ttft_p99_ms"].max()), "good_share_min": float(g["good_share"].min()),
             "good_share_max": float(g["good_share"].max()), "sd_within": ow.within_sd, "sd_between": ow.between_sd,
+            "engine_points": int(g["engine_waiting_max"].notna().sum()),
+            "engine_waiting_max": _max_or_none(g["engine_waiting_max"]),
+            "engine_kv_max_pct": _max_or_none(g["engine_kv_max_pct"]),
             "sd_draw": tw.row_sd if tw else None, "sd_rest": tw.residual_sd if tw else None})
     return pd.DataFrame(rows)
+
+
+def _max_or_none(col: pd.Series) -> float | None:
+    col = pd.to_numeric(col, errors="coerce").dropna()
+    return float(col.max()) if len(col) else None
 
 
 def _draws_by_servers(g: pd.DataFrame) -> TwoWay | None:

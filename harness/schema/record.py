@@ -35,6 +35,8 @@ SCHEMA_VERSION history (loading branches on the stored version; `migrate` upgrad
 #     harness/measure/worker/handover.py). Version-9 records lift unchanged (not measured before).
 # 11 - `serve.points[].metrics.lead_requests`: uncounted requests that held a paced point in steady state
 #     (a serve workload's lead_in_s and lead_out). Version-10 records lift unchanged (0: none sent).
+# 12 - `serve.points[].engine`: the engine's own stats over the point, read from the server's log
+#     (harness.measure.engine_log). Version-11 records lift unchanged (None: not read before).
 A record newer than this package is refused: upgrade the harness rather than guess.
 """
 
@@ -55,7 +57,7 @@ from harness.core.errors import UserError
 from harness.schema.base import Frozen, FrozenLenient
 from harness.schema.serve import ServeResult
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 Status = Literal["ok", "failed", "timeout"]
 Provenance = Literal["measured", "transcribed"]
@@ -395,11 +397,17 @@ def _update_to_11(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 11}
 
 
+def _update_to_12(old: dict, path: Path) -> dict:
+    """Version 11 -> 12: a serve point's `engine` is new and optional."""
+    return {**old, "schema_version": 12}
+
+
 Migration = Callable[[dict, Path], dict]
 
 MIGRATIONS: dict[int, Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5,
                                     5: _update_to_6, 6: _update_to_7, 7: _update_to_8,
-                                    8: _update_to_9, 9: _update_to_10, 10: _update_to_11}
+                                    8: _update_to_9, 9: _update_to_10, 10: _update_to_11,
+                                    11: _update_to_12}
 
 
 def migrate(data: dict, path: Path) -> dict:

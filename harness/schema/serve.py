@@ -48,6 +48,17 @@ class PointMetrics(Frozen):
     errors: list[str] = Field(default_factory=list)  # distinct request errors, at most five
 
 
+class EngineView(Frozen):
+    """The server's own stats lines over a point (harness.measure.engine_log): what the engine's scheduler
+    held while the client measured. Averages and maxima over the samples logged inside the point."""
+    samples: int                       # stats lines inside the point (the first after its start dropped)
+    running_max: int                   # requests in the engine's running batch, at most
+    waiting_max: int                   # requests queued in the scheduler, at most (> 0: saturated)
+    kv_usage_max_pct: float            # KV cache in use, at most, in percent
+    generation_tok_s_mean: float       # the engine's generated tokens per second, mean of the samples
+    prompt_tok_s_mean: float           # the engine's prefilled tokens per second, mean of the samples
+
+
 class ServePoint(Frozen):
     index: int
     concurrency: int
@@ -57,6 +68,7 @@ class ServePoint(Frozen):
     reason: str = ""                   # a failed point: why (the server died, it never answered, ...)
     server_instance: int = 1           # which start of the server measured it
     metrics: PointMetrics | None = None
+    engine: EngineView | None = None   # None: the server logged no stats inside the point, or an older record
 
 
 class BoundCheck(Frozen):

@@ -17,6 +17,8 @@ Format history (schema_version; `read` lifts an older file in order):
   5 - each harness point's metrics carry `lead_requests` (record schema 11: uncounted requests that held
       a paced point in steady state), always 0 here: neither client sends any, so the two are compared
       on equal terms. Version-4 files lift unchanged (0).
+  6 - each harness point carries `engine` (record schema 12): the engine's own stats over the point,
+      read from the server's log (harness.measure.engine_log). Version-5 files lift unchanged (None).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from harness.schema import record
 from harness.schema.base import Frozen
 from harness.schema.serve import Dist, ServePoint
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 KIND = "serve-crosscheck"
 # The aim on the CPU: harness ÷ vLLM within 1.00 ± 0.03 at every point. Here, not beside the
 # measurement, because lifting a version-2 file re-judges its band against it.
@@ -183,7 +185,13 @@ def _update_to_5(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 5}
 
 
-MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5}
+def _update_to_6(old: dict, path: Path) -> dict:
+    """Version 5 -> 6: a harness point's `engine` is new and optional."""
+    return {**old, "schema_version": 6}
+
+
+MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5,
+                                           5: _update_to_6}
 
 
 def read(path: Path) -> ServeCrosscheckRecord:

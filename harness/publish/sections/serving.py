@@ -113,18 +113,29 @@ def _repeated_md(st: Study, s: Serving) -> list[str]:
            "and arrivals from the same seed on every server, so where every server measured the same seeds, "
            "the within-server spread is split: the arrival draw's part (the seeds differ, the same on every "
            "server) and the rest (one draw measured again; seeds by servers, two-way estimates). Two legs "
-           "probed with the same seeds share the draw's part.\n",
+           "probed with the same seeds share the draw's part. Engine: the server's own stats lines over the "
+           "points (requests waiting in its scheduler and KV cache use, at most; — where the server logged "
+           "none inside a point): a queue there means the engine itself was saturated, none with a long TTFT "
+           "points at the front end or the client.\n",
            "| model · workload | leg | c | rate | points (servers) | met the SLO at p99 | p99 TTFT ms min / median / max "
-           "| good share min–max | sd log p99 TTFT within / between | within: draw / rest |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| good share min–max | sd log p99 TTFT within / between | within: draw / rest | engine: waiting / KV at most |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for x in r.itertuples():
         sd = " / ".join("—" if v is None or pd.isna(v) else f"{v:.3f}" for v in (x.sd_within, x.sd_between))
         split = " / ".join("—" if v is None or pd.isna(v) else f"{v:.3f}" for v in (x.sd_draw, x.sd_rest))
         out.append(f"| {x.model} · {x.workload} "
                    f"| {st.canon.study.label(x.leg)} | {int(x.concurrency)} | {_rate(x.request_rate)} "
                    f"| {x.points} ({x.servers}) | {x.met} of {x.points} | {_n(x.ttft_p99_min, 0)} / {_n(x.ttft_p99_median, 0)} "
-                   f"/ {_n(x.ttft_p99_max, 0)} | {x.good_share_min:.2f}–{x.good_share_max:.2f} | {sd} | {split} |")
+                   f"/ {_n(x.ttft_p99_max, 0)} | {x.good_share_min:.2f}–{x.good_share_max:.2f} | {sd} | {split} "
+                   f"| {_engine(x)} |")
     return out + [""]
+
+
+def _engine(x: object) -> str:
+    waiting, kv = getattr(x, "engine_waiting_max", None), getattr(x, "engine_kv_max_pct", None)
+    if waiting is None or pd.isna(waiting):
+        return "—"
+    return f"{int(waiting):,} / {kv:.0f}%"
 
 
 def _load_md(s: Serving) -> str:
