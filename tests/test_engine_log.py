@@ -66,11 +66,15 @@ def test_a_points_window_starts_at_its_offset_and_drops_the_first_line(tmp_path)
 def test_the_repeated_loads_table_carries_the_engines_queue():
     base = {"model": "m", "workload": "w", "leg": "a", "concurrency": 64, "request_rate": 30.0, "tp": 1,
             "ttft_p99_ms": 900.0, "tpot_p99_ms": 20.0, "slo_ttft_ms": 1000.0, "slo_tpot_ms": 50.0, "good_share": 1.0}
-    rows = [base | {"repeat": 1, "seed": s, "engine_waiting_max": w, "engine_kv_max_pct": kv}
-            for s, w, kv in [(1, 0, 30.0), (2, 12, 99.5), (3, None, None)]]
+    rows = [base | {"repeat": 1, "seed": s, "engine_waiting_max": w, "engine_kv_max_pct": kv, "send_lag_p99_ms": lag}
+            for s, w, kv, lag in [(1, 0, 30.0, 2.0), (2, 12, 99.5, 40.0), (3, None, None, None)]]
     (r,) = aserve.repeated(pd.DataFrame(rows)).itertuples()
     assert (r.engine_points, r.engine_waiting_max, r.engine_kv_max_pct) == (2, 12.0, 99.5)
+    assert r.send_lag_p99_max_ms == 40.0
     assert _engine(r) == "12 / 100%"
     none = [x | {"engine_waiting_max": None, "engine_kv_max_pct": None} for x in rows]
     (r,) = aserve.repeated(pd.DataFrame(none)).itertuples()
     assert r.engine_points == 0 and _engine(r) == "—"
+    older = [{k: v for k, v in x.items() if not k.startswith(("engine", "send_lag"))} for x in rows]
+    (r,) = aserve.repeated(pd.DataFrame(older)).itertuples()     # a frame without the columns at all
+    assert r.engine_points == 0 and r.send_lag_p99_max_ms is None

@@ -18,10 +18,10 @@ SHIPPED = sorted(RESULTS.glob(f"*/{sxc.FOLDER}/*.json"))
 
 
 def _without_lead(v):
-    """Without the harness points' `lead_requests` (0 in a file lifted from version 4) and `engine` (None
-    in a file lifted from version 5)."""
+    """Without the harness points' `lead_requests` (0 in a file lifted from version 4), `engine` and
+    `send_lag_ms` (None and empty in a file lifted from version 5)."""
     if isinstance(v, dict):
-        return {k: _without_lead(x) for k, x in v.items() if k not in ("lead_requests", "engine")}
+        return {k: _without_lead(x) for k, x in v.items() if k not in ("lead_requests", "engine", "send_lag_ms")}
     return [_without_lead(x) for x in v] if isinstance(v, list) else v
 
 

@@ -272,6 +272,7 @@ def test_real_server_short_sweep_then_killed_mid_point(tmp_path, monkeypatch):
     # The point measured on the restarted server: every request, every token, its latencies.
     p1 = bad.serve.points[1].metrics
     assert p1.completed == 12 and p1.output_tokens == 12 * 64 and p1.ttft_ms.p50 > 0 and p1.tpot_ms.p99 > 0
+    assert p1.send_lag_ms.p99 is not None and p1.send_lag_ms.p99 >= 0   # unpaced: the wait for the bound
     eng = bad.serve.points[1].engine
     assert eng is not None and eng.samples >= 2 and 1 <= eng.running_max <= 4 and eng.generation_tok_s_mean > 0
     assert bad.serve.client["name"] == loadgen.CLIENT and bad.work.prompts_sha256

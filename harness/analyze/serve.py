@@ -79,6 +79,7 @@ def points(canon: Canonical) -> pd.DataFrame:
                 "engine_waiting_max": p.engine.waiting_max if p.engine else None,
                 "engine_kv_max_pct": p.engine.kv_usage_max_pct if p.engine else None,
                 "engine_gen_tok_s": p.engine.generation_tok_s_mean if p.engine else None,
+                "send_lag_p99_ms": m.send_lag_ms.p99,
             })
     return pd.DataFrame(rows)
 
@@ -149,7 +150,8 @@ def repeated(pts: pd.DataFrame) -> pd.DataFrame:
     the same seeds share the draw's part; only the rest separates them.
 
     Where the records hold the engine's own view (ServePoint.engine), the row adds its largest scheduler
-    queue and KV cache use over the points: a queue means the engine itself was saturated."""
+    queue and KV cache use over the points: a queue means the engine itself was saturated; and the
+    client's largest p99 send lag (how late its requests left against their schedule)."""
     rows = []
     if pts.empty:
         return pd.DataFrame(rows)
@@ -164,14 +166,18 @@ def repeated(pts: pd.DataFrame) -> pd.DataFrame:
             "ttft_p99_min": float(g["ttft_p99_ms"].min()), "ttft_p99_median": float(g["ttft_p99_ms"].median()),
             "ttft_p99_max": float(g["ttft_p99_ms"].max()), "good_share_min": float(g["good_share"].min()),
             "good_share_max": float(g["good_share"].max()), "sd_within": ow.within_sd, "sd_between": ow.between_sd,
-            "engine_points": int(g["engine_waiting_max"].notna().sum()),
-            "engine_waiting_max": _max_or_none(g["engine_waiting_max"]),
-            "engine_kv_max_pct": _max_or_none(g["engine_kv_max_pct"]),
+            "engine_points": int(g["engine_waiting_max"].notna().sum()) if "engine_waiting_max" in g else 0,
+            "engine_waiting_max": _max_or_none(g.get("engine_waiting_max")),
+            "engine_kv_max_pct": _max_or_none(g.get("engine_kv_max_pct")),
+            "send_lag_p99_max_ms": _max_or_none(g.get("send_lag_p99_ms")),
             "sd_draw": tw.row_sd if tw else None, "sd_rest": tw.residual_sd if tw else None})
     return pd.DataFrame(rows)
 
 
-def _max_or_none(col: pd.Series) -> float | None:
+def _max_or_none(col: pd.Series | None) -> float | None:
+    """The column's largest value; None for a column that is all None, or absent (a frame built without it)."""
+    if col is None:
+        return None
     col = pd.to_numeric(col, errors="coerce").dropna()
     return float(col.max()) if len(col) else None
 

@@ -54,6 +54,9 @@ class RequestResult:
     output_tokens: int = 0
     prompt_tokens: int = 0
     sent_at: float = 0.0
+    # How late the request left against its schedule: waiting for the concurrency bound, or a client
+    # too busy to send on time. TTFT counts from the send, so a late client hides here, not there.
+    send_lag_s: float | None = None
 
 
 Prompt = list[int] | dict[str, Any]   # token ids for /v1/completions; a chat request for /v1/chat/completions
@@ -232,9 +235,11 @@ async def _drive(base_url: str, *, model: str, prompts: Sequence[Prompt], max_to
             async with sem:
                 if not count:
                     sent_uncounted[0] += 1
-                return await one_request(session, base + endpoint(p), model=model,
-                                         prompt=p if isinstance(p, dict) else list(p),
-                                         max_tokens=max_tokens, timeout_s=timeout_s)
+                r = await one_request(session, base + endpoint(p), model=model,
+                                      prompt=p if isinstance(p, dict) else list(p),
+                                      max_tokens=max_tokens, timeout_s=timeout_s)
+                r.send_lag_s = max(0.0, r.sent_at - (t0 + due))
+                return r
 
         uncounted = [asyncio.ensure_future(send(p, d, False)) for p, d in zip(lead_in, lead_due)]
         counted = asyncio.ensure_future(asyncio.gather(*(send(p, start + o) for p, o in zip(prompts, offsets))))
@@ -327,6 +332,7 @@ def summarize(run: PointRun, *, slo_ttft_ms: float, slo_tpot_ms: float) -> dict[
         "tpot_ms": _dist(tpots),
         "itl_ms": _dist([x for r in done for x in r.itl_s]),
         "e2el_ms": _dist([r.latency_s for r in done if r.latency_s is not None]),
+        "send_lag_ms": _dist([r.send_lag_s for r in run.results if r.send_lag_s is not None]),
         "client_cpu_share": run.client_cpu_s / d if d > 0 else None,
         "lead_requests": run.lead_requests,
         "errors": sorted({r.error for r in run.results if r.error})[:5],

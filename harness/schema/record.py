@@ -36,7 +36,8 @@ SCHEMA_VERSION history (loading branches on the stored version; `migrate` upgrad
 # 11 - `serve.points[].metrics.lead_requests`: uncounted requests that held a paced point in steady state
 #     (a serve workload's lead_in_s and lead_out). Version-10 records lift unchanged (0: none sent).
 # 12 - `serve.points[].engine`: the engine's own stats over the point, read from the server's log
-#     (harness.measure.engine_log). Version-11 records lift unchanged (None: not read before).
+#     (harness.measure.engine_log); `serve.points[].metrics.send_lag_ms`: how late each counted request
+#     left against its schedule. Version-11 records lift unchanged (None and empty: not measured before).
 A record newer than this package is refused: upgrade the harness rather than guess.
 """
 

@@ -42,6 +42,9 @@ class PointMetrics(Frozen):
     itl_ms: Dist = Dist()
     e2el_ms: Dist = Dist()
     client_cpu_share: float | None = None  # the client's CPU seconds over the point's wall seconds
+    # Every counted request's send against its schedule (waiting for the concurrency bound, or a client
+    # behind its schedule); TTFT counts from the send. Empty in records older than schema 12.
+    send_lag_ms: Dist = Dist()
     # Uncounted requests sent at the point's rate before and after its counted ones (the workload's
     # lead_in_s and lead_out); they enter none of the figures above but the client's CPU share.
     lead_requests: int = 0

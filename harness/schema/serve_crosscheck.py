@@ -17,8 +17,9 @@ Format history (schema_version; `read` lifts an older file in order):
   5 - each harness point's metrics carry `lead_requests` (record schema 11: uncounted requests that held
       a paced point in steady state), always 0 here: neither client sends any, so the two are compared
       on equal terms. Version-4 files lift unchanged (0).
-  6 - each harness point carries `engine` (record schema 12): the engine's own stats over the point,
-      read from the server's log (harness.measure.engine_log). Version-5 files lift unchanged (None).
+  6 - each harness point carries `engine` and `metrics.send_lag_ms` (record schema 12): the engine's own
+      stats over the point, read from the server's log (harness.measure.engine_log), and how late each
+      request left. Version-5 files lift unchanged (None and empty).
 """
 
 from __future__ import annotations

@@ -116,10 +116,12 @@ def _repeated_md(st: Study, s: Serving) -> list[str]:
            "probed with the same seeds share the draw's part. Engine: the server's own stats lines over the "
            "points (requests waiting in its scheduler and KV cache use, at most; — where the server logged "
            "none inside a point): a queue there means the engine itself was saturated, none with a long TTFT "
-           "points at the front end or the client.\n",
+           "points at the front end or the client. Client lag: how late the client's requests left against their "
+           "schedule, p99, at most over the points (— in records older than schema 12); a late client would "
+           "show there.\n",
            "| model · workload | leg | c | rate | points (servers) | met the SLO at p99 | p99 TTFT ms min / median / max "
-           "| good share min–max | sd log p99 TTFT within / between | within: draw / rest | engine: waiting / KV at most |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| good share min–max | sd log p99 TTFT within / between | within: draw / rest | engine: waiting / KV at most | client lag p99 ms |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for x in r.itertuples():
         sd = " / ".join("—" if v is None or pd.isna(v) else f"{v:.3f}" for v in (x.sd_within, x.sd_between))
         split = " / ".join("—" if v is None or pd.isna(v) else f"{v:.3f}" for v in (x.sd_draw, x.sd_rest))
@@ -127,7 +129,7 @@ def _repeated_md(st: Study, s: Serving) -> list[str]:
                    f"| {st.canon.study.label(x.leg)} | {int(x.concurrency)} | {_rate(x.request_rate)} "
                    f"| {x.points} ({x.servers}) | {x.met} of {x.points} | {_n(x.ttft_p99_min, 0)} / {_n(x.ttft_p99_median, 0)} "
                    f"/ {_n(x.ttft_p99_max, 0)} | {x.good_share_min:.2f}–{x.good_share_max:.2f} | {sd} | {split} "
-                   f"| {_engine(x)} |")
+                   f"| {_engine(x)} | {_n(getattr(x, 'send_lag_p99_max_ms', None), 0)} |")
     return out + [""]
 
 
