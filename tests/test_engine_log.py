@@ -78,3 +78,62 @@ def test_the_repeated_loads_table_carries_the_engines_queue():
     older = [{k: v for k, v in x.items() if not k.startswith(("engine", "send_lag"))} for x in rows]
     (r,) = aserve.repeated(pd.DataFrame(older)).itertuples()     # a frame without the columns at all
     assert r.engine_points == 0 and r.send_lag_p99_max_ms is None
+
+
+def _metrics_server(bodies: list[str | None]):
+    """FAKE /metrics endpoint: answers each GET with the next body (the last one repeats), 404 for None."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = bodies.pop(0) if len(bodies) > 1 else bodies[0]
+            if body is None or self.path != "/metrics":
+                self.send_response(404)
+                self.end_headers()
+                return
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}"
+
+
+def _prom(running: int, waiting: int) -> str:
+    # vLLM's Prometheus names and shape (a HELP and TYPE line, then labelled gauges)
+    return ("# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+            "# TYPE vllm:num_requests_running gauge\n"
+            f'vllm:num_requests_running{{engine="0",model_name="m"}} {float(running)}\n'
+            f'vllm:num_requests_waiting{{engine="0",model_name="m"}} {float(waiting)}\n'
+            'vllm:num_requests_waiting_by_reason{engine="0",reason="capacity"} 9.0\n')
+
+
+def test_a_point_waits_until_the_engine_holds_no_request_fake_metrics():
+    from harness.measure import serve as mserve
+
+    srv, base = _metrics_server([_prom(3, 2), _prom(1, 0), _prom(0, 0)])
+    try:
+        assert mserve.in_engine(base) == 5
+        waited, left = mserve.drain(base, timeout_s=10, poll_s=0.05)
+        assert left == 0 and waited > 0
+    finally:
+        srv.shutdown()
+    srv, base = _metrics_server([_prom(4, 1)])         # never drains: the wait is bounded
+    try:
+        waited, left = mserve.drain(base, timeout_s=0.3, poll_s=0.05)
+        assert left == 5 and 0.3 <= waited < 2
+    finally:
+        srv.shutdown()
+    srv, base = _metrics_server([None])                # no metrics: not waited for
+    try:
+        waited, left = mserve.drain(base, timeout_s=10, poll_s=0.05)
+        assert left is None and waited < 2
+    finally:
+        srv.shutdown()

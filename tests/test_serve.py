@@ -225,8 +225,8 @@ def test_real_server_short_sweep_then_killed_mid_point(tmp_path, monkeypatch):
     """One leg, points c=1 and c=4; the server is killed during its first point: that point is failed
     with the cause, the server starts again and the next point is measured on it (one run: two server
     starts). Nothing of either server is left. The measured point carries the engine's own stats, read
-    from the server's log (its stats interval shortened to 0.2 s so that a point of seconds has some)."""
-    monkeypatch.setenv("VLLM_LOG_STATS_INTERVAL", "0.2")
+    from the server's log (its stats interval shortened to 0.05 s: the point lasts about half a second)."""
+    monkeypatch.setenv("VLLM_LOG_STATS_INTERVAL", "0.05")
     from harness.measure.sweep import SweepArgs, sweep
     from tests.conftest import write_scenario
 
