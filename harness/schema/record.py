@@ -399,7 +399,7 @@ def _update_to_11(old: dict, path: Path) -> dict:
 
 
 def _update_to_12(old: dict, path: Path) -> dict:
-    """Version 11 -> 12: a serve point's `engine` is new and optional."""
+    """Version 11 -> 12: a serve point's `engine` (optional) and `metrics.send_lag_ms` (empty) are new."""
     return {**old, "schema_version": 12}
 
 

@@ -187,7 +187,7 @@ def _update_to_5(old: dict, path: Path) -> dict:
 
 
 def _update_to_6(old: dict, path: Path) -> dict:
-    """Version 5 -> 6: a harness point's `engine` is new and optional."""
+    """Version 5 -> 6: a harness point's `engine` (optional) and `metrics.send_lag_ms` (empty) are new."""
     return {**old, "schema_version": 6}
 
 

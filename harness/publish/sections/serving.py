@@ -7,6 +7,7 @@ A study whose serve runs searched for their capacity has its own section after i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -129,15 +130,15 @@ def _repeated_md(st: Study, s: Serving) -> list[str]:
                    f"| {st.canon.study.label(x.leg)} | {int(x.concurrency)} | {_rate(x.request_rate)} "
                    f"| {x.points} ({x.servers}) | {x.met} of {x.points} | {_n(x.ttft_p99_min, 0)} / {_n(x.ttft_p99_median, 0)} "
                    f"/ {_n(x.ttft_p99_max, 0)} | {x.good_share_min:.2f}–{x.good_share_max:.2f} | {sd} | {split} "
-                   f"| {_engine(x)} | {_n(getattr(x, 'send_lag_p99_max_ms', None), 0)} |")
+                   f"| {_engine(x)} | {_n(x.send_lag_p99_max_ms, 0)} |")
     return out + [""]
 
 
-def _engine(x: object) -> str:
-    waiting, kv = getattr(x, "engine_waiting_max", None), getattr(x, "engine_kv_max_pct", None)
-    if waiting is None or pd.isna(waiting):
+def _engine(x: Any) -> str:
+    """A repeated-loads row's engine cell (analyze.serve.repeated): largest queue / fullest KV cache."""
+    if x.engine_waiting_max is None or pd.isna(x.engine_waiting_max):
         return "—"
-    return f"{int(waiting):,} / {kv:.0f}%"
+    return f"{int(x.engine_waiting_max):,} / {x.engine_kv_max_pct:.0f}%"
 
 
 def _load_md(s: Serving) -> str:
