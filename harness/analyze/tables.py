@@ -56,6 +56,9 @@ class Table:
 # are what its ratio and verdict are computed from.
 CAPACITY = Metric(key="capacity", unit="req/s", higher_is_better=True, digits=2,
                   title="Serving: capacity at the SLO (req/s, higher is better; per leg the median over its searches)")
+HALF_PASS = Metric(key="capacity", unit="req/s", higher_is_better=True, digits=2,
+                   title="Serving: half-pass rate at the SLO (req/s, higher is better; per leg the median over its "
+                         "servers, harness.analyze.halfpass)")
 
 def _ratio_label(kind: str, old: str, new: str, short: dict[str, str]) -> str:
     return workloads.metric_of(kind).ratio_label(short[old], short[new])
@@ -198,8 +201,12 @@ def _capacity_kind(canon: Canonical) -> str | None:
 def capacity_table(canon: Canonical) -> Table | None:
     """Per workload that searched: the capacity at the SLO per leg, ratios between consecutive legs."""
     kind = _capacity_kind(canon)
-    return None if kind is None else _metric_table(canon, kind, _legs(canon), "capacity", CAPACITY.title,
-                                                   capacity=True)
+    if kind is None:
+        return None
+    # A study of steady grids alone is titled for what its figures are: half-pass rates, not searches.
+    sv = study_verdicts(canon)
+    title = HALF_PASS.title if sv.half_pass and set(sv.capacities) <= sv.half_pass else CAPACITY.title
+    return _metric_table(canon, kind, _legs(canon), "capacity", title, capacity=True)
 
 
 def throughput(canon: Canonical) -> Table:

@@ -7,7 +7,8 @@ module's rule for the cell's design (`harness.analyze.significance`): the nested
 legs hold paired passes (units: engine blocks, or pass pairs where the study declares an `engine_sd`
 bound and the cell's blocks agree with it), Welch's t on log values over the repeats otherwise (units:
 repeats, one run's figure each); a serve workload with a capacity search is judged by its capacity at the
-SLO. Cells are then decided together, per **family**, by Benjamini–Hochberg at the study's level, the
+SLO, and one that study.yaml lists under `half_pass` by its half-pass rate per server
+(harness.analyze.halfpass: units are servers). Cells are then decided together, per **family**, by Benjamini–Hochberg at the study's level, the
 difference tests and the equivalence tests apart (`significance.decide_family`):
 
 - `steps`: every tested cell of every step between consecutive legs, every kind: the study's answer.
@@ -38,9 +39,11 @@ from harness.workloads.base import Metric
 STEPS = "steps"
 OTHER = "other pairs"
 CAPACITY_NOTE = "capacity at the SLO (req/s), not throughput"
+HALF_PASS_NOTE = "half-pass rate at the SLO per server (req/s), not throughput"
 # The classes a view colours or counts a cell by, in the order the answer counts them.
 CLASSES = ("faster", "slower", "equivalent", "undecided", "single pass", "missing")
-UNIT_WORDS = {"repeat": ("repeat per side", "repeats per side"), "pair": ("pass pair", "pass pairs"),
+UNIT_WORDS = {"repeat": ("repeat per side", "repeats per side"), "server": ("server per side", "servers per side"),
+              "pair": ("pass pair", "pass pairs"),
               "engine block": ("engine block", "engine blocks")}
 
 
@@ -134,7 +137,8 @@ class CellVerdict:
     margin: float | None = None
     alpha: float = ALPHA
     needs: int | None = None         # units that would likely decide an undecided / too-few cell
-    capacity: bool = False           # judged by capacity at the SLO (a serve workload's capacity search)
+    capacity: bool = False           # judged by capacity at the SLO: a capacity search, or half-pass rates
+    half_pass: bool = False          # ... the half-pass rate per server of a steady grid (harness.analyze.halfpass)
     resolution: float = 0.0          # the values' relative resolution (a capacity search's last bracket)
     printed: float | None = None     # transcribed: the ratio the source printed (the ratio shown)
     recomputed: float | None = None  # transcribed: the ratio of the rounded figures, where printed is shown
@@ -191,12 +195,13 @@ class CellVerdict:
                 return f"{pairs} in {self.blocks} engine blocks"
             b = self.blocks or 0
             return f"{b} engine block{'' if b == 1 else 's'} ({pairs})"
-        return f"{self.n_old}/{self.n_new} repeats"
+        return f"{self.n_old}/{self.n_new} {'servers' if self.half_pass else 'repeats'}"
 
     @property
     def rule_text(self) -> str:
         """Which rule decided the cell, over which units, with which interval: words a reader can check."""
-        what = "capacities at the SLO, " if self.capacity else ""
+        what = ("half-pass rates at the SLO (one per server, from its fitted log p99 against log load), "
+                if self.half_pass else "capacities at the SLO, " if self.capacity else "")
         if self.resolution > 0:
             what += f"the resolution of the searches ({self.resolution:.1%}) added to the interval, "
         if self.interval == "rounding":
@@ -262,6 +267,8 @@ class StudyVerdicts:
     # the samples the capacity cells were decided on, which the capacity table prints (never recomputed).
     capacities: dict[tuple[str, str], dict[str, list[float]]] = field(default_factory=dict, compare=False)
     resolutions: dict[tuple[str, str], float] = field(default_factory=dict, compare=False)
+    # The (model, workload) cells judged by half-pass rates; their samples are in `capacities` too.
+    half_pass: frozenset[tuple[str, str]] = frozenset()
 
     def get(self, kind: str, model: str, workload: str, old: str, new: str) -> CellVerdict | None:
         """The cell of (kind, model, workload) between legs old and new, from the family it belongs to."""
@@ -279,7 +286,8 @@ class StudyVerdicts:
         legs = [n for n, _ in leg_pairs(self.canon)]
         steps = set(zip(legs, legs[1:]))
         pairs = [(a, b) for i, a in enumerate(legs) for b in legs[i + 1:] if (a, b) not in steps]
-        cells = _family(self.canon, pairs, OTHER, self.margin, self.alpha, self.capacities, self.resolutions)
+        cells = _family(self.canon, pairs, OTHER, self.margin, self.alpha, self.capacities, self.resolutions,
+                        self.half_pass)
         return {(c.kind, c.model, c.workload, c.old, c.new): c for c in cells}
 
 
@@ -291,7 +299,8 @@ def _rows(canon: Canonical, kind: str) -> list[tuple[str, str]]:
 
 def _family(canon: Canonical, pairs: list[tuple[str, str]], family: str, margin: float, alpha: float,
             capacities: dict[tuple[str, str], dict[str, list[float]]],
-            resolution: dict[tuple[str, str], float]) -> list[CellVerdict]:
+            resolution: dict[tuple[str, str], float],
+            half_pass: frozenset[tuple[str, str]] = frozenset()) -> list[CellVerdict]:
     labels = dict(leg_pairs(canon))
     cells = {(c["leg"], c["model"], c["workload"]): c for c in canon.cells.to_dict("records")}
     transcribed_study = canon.study.provenance == "transcribed"
@@ -323,8 +332,11 @@ def _family(canon: Canonical, pairs: list[tuple[str, str]], family: str, margin:
                            interval=f"{1 - alpha:.1%} t".replace(".0%", "%") if rt.low is not None else None,
                            level=1 - alpha, rule=rt.method, unit=rt.unit, n_old=rt.n_old, n_new=rt.n_new,
                            needs=rt.needs, capacity=caps is not None, test=rt,
+                           half_pass=(model, workload) in half_pass,
                            resolution=resolution.get((model, workload), 0.0) if caps is not None else 0.0)
                 row["units"] = rt.test.n if rt.test is not None else min(rt.n_old, rt.n_new)
+                if row["half_pass"]:
+                    row["unit"] = "server"
                 if rt.method == NESTED_METHOD:
                     row["blocks"] = len({k[0] for k in set(a["pairs"]) & set(b["pairs"])})
                 transcribed = "transcribed" in (a.get("provenance"), b.get("provenance"))
@@ -367,13 +379,31 @@ def study_verdicts(canon: Canonical) -> StudyVerdicts:
 
     found = acap.searches(canon)
     capacities, resolutions = acap.by_leg(found), acap.resolutions(found)
-    cells = _family(canon, list(zip(legs, legs[1:])), STEPS, margin, alpha, capacities, resolutions)
+    half = half_pass_rates(canon)
+    capacities |= {k: v for k, v in half.items() if k not in capacities}   # a search's capacity comes first
+    hp_cells = frozenset(k for k in half if k not in resolutions)
+    cells = _family(canon, list(zip(legs, legs[1:])), STEPS, margin, alpha, capacities, resolutions, hp_cells)
     sv = StudyVerdicts(canon=canon, cells=tuple(cells), margin=margin, margin_source=source, alpha=alpha,
-                       capacities=capacities, resolutions=resolutions)
+                       capacities=capacities, resolutions=resolutions, half_pass=hp_cells)
     if len(_CACHE) >= _CACHE_MAX:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[id(canon)] = (canon, sv)
     return sv
+
+
+def half_pass_rates(canon: Canonical) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """(model, workload) -> leg -> its servers' measured half-pass rates, for the serve workloads
+    study.yaml lists under `half_pass` (none listed: empty)."""
+    names = set(canon.study.extra.get("half_pass") or [])
+    if not names:
+        return {}
+    from harness.analyze import halfpass, serve
+
+    pts = serve.points(canon)
+    if pts.empty:
+        return {}
+    cells = {(m, w) for m, w in zip(pts["model"], pts["workload"]) if w in names}
+    return halfpass.by_leg(halfpass.per_server(pts, cells))
 
 
 def counts(cells: list[CellVerdict] | tuple[CellVerdict, ...]) -> dict[str, int]:

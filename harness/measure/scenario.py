@@ -8,6 +8,7 @@ key path.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -315,6 +316,9 @@ class Scenario(_Strict):
     # published study did not state its prompt lengths), say so here; reports print it.
     notes: str = ""
     history: History | None = None
+    # Serve workloads judged by their half-pass rate per server (harness.analyze.halfpass), written into
+    # study.yaml on the first sweep: each must probe at least three fixed request rates.
+    half_pass: list[str] = Field(default_factory=list)
 
     @field_validator("name", "series")
     @classmethod
@@ -355,6 +359,14 @@ class Scenario(_Strict):
             for j, w in enumerate(m.workloads or []):
                 if w not in wl:
                     raise ValueError(f"models[{i}].workloads[{j}]: unknown workload {w!r}")
+        by_name = {w.name: w for w in self.workloads}
+        for i, name in enumerate(self.half_pass):
+            w = by_name.get(name)
+            rates = ({float(r) for r in (w.params.get("request_rate") or []) if r is not None and math.isfinite(float(r))}
+                     if w is not None and workloads.known(w.kind) else set())
+            if w is None or not workloads.traits_of(w.kind).server or len(rates) < 3:
+                raise ValueError(f"half_pass[{i}]: {name!r} should name a serve workload of this scenario that "
+                                 "probes at least three fixed request rates")
         return self
 
     @model_validator(mode="after")

@@ -425,6 +425,8 @@ def write_study_meta(study_dir: Path, sc: Scenario, legs: list[str], *, looks: i
     for key in ("margin", "engine_sd", "engine_sd_source"):
         if getattr(sc, key) is not None:
             meta.setdefault(key, getattr(sc, key))
+    if sc.half_pass:
+        meta.setdefault("half_pass", list(sc.half_pass))
     if aa_groups and (merged := aa.merge_aa(str(path), meta.get("aa"), aa_groups)) != meta.get("aa"):
         meta["aa"], meta["schema_version"] = merged, study_file.SCHEMA_VERSION   # v1 → v2: `aa` is new in 2
     order = meta.setdefault("legs", [])

@@ -17,7 +17,9 @@ Format history (schema_version):
       migration is the version number alone. A later addition within 2, optional:
       `allow_mixed_machines` (true: repeats of a cell measured on different machines are merged; a
       harness that predates it merged them without a word, so an older file reads as before only under
-      it).
+      it); `half_pass` (serve workloads whose cells are judged by their half-pass rate per server,
+      harness.analyze.halfpass; a harness that predates it judged them by their throughput, as a file
+      without it still is).
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ class StudyFile(BaseModel):
     engine_sd_source: str | None = None
     # Version 2: legs that are one stack under different names (an A/A), as the sweep resolved them.
     aa: list[AAGroup] | None = None
+    # Serve workloads (by name) that probe fixed rates in steady state and are judged by the rate a probe
+    # passes the SLO half the time, one per server (harness.analyze.halfpass), not by their throughput.
+    half_pass: list[str] | None = None
 
     @model_validator(mode="before")
     @classmethod

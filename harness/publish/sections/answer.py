@@ -17,7 +17,7 @@ from harness import workloads
 from harness.analyze import verdicts as vd
 from harness.analyze.equivalence import DIFFERENT, equivalence_by_step
 from harness.analyze.tables import _legs, ticked
-from harness.analyze.verdicts import CAPACITY_NOTE, CellVerdict, study_verdicts
+from harness.analyze.verdicts import CAPACITY_NOTE, HALF_PASS_NOTE, CellVerdict, study_verdicts
 from harness.analyze import wording as w
 from harness.publish.matrix import MatrixCell
 from harness.publish.study import Study
@@ -114,7 +114,7 @@ def answer(st: Study) -> Answer:
             continue
         notes = [x for x in (_pinned(att, v.old, v.old_label, v.model), _pinned(att, v.new, v.new_label, v.model)) if x]
         if v.capacity:
-            notes.append(CAPACITY_NOTE)
+            notes.append(HALF_PASS_NOTE if v.half_pass else CAPACITY_NOTE)
         if v.interval == "rounding" and v.low is not None and v.high is not None and v.low <= 1 <= v.high:
             notes.append("rounding alone could make it 1.00x")
         out.append(Cell(v=v, note="; ".join(notes), answers=answers.get((v.model, v.step), ""), workload=v.workload))
@@ -166,6 +166,8 @@ def _summary(st: Study, cells: list[Cell], shown: list[Cell]) -> list[str]:
         title = workloads.metric_of(kind).title.split(" (")[0].lower()
         if all(c.v.capacity for c in ks if c.cls != "missing"):
             title = "serving: capacity at the SLO (req/s, higher is better)"
+            if all(c.v.half_pass for c in ks if c.cls != "missing"):
+                title = "serving: half-pass rate at the SLO per server (req/s, higher is better)"
         n = vd.counts([c.v for c in ks])
         parts = [f"{v} {k}" for k, v in n.items() if v or k in ("faster", "slower")]
         text = f"**{w.cap(title)}:** of {w.n(len(ks), '(model, workload, step) cell')}, " + ", ".join(parts) + "."

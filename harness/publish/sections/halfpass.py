@@ -1,0 +1,88 @@
+"""The half-pass section (inside "Serving" on the page): for the serve workloads study.yaml lists under
+`half_pass`, each server's fitted line of log p99 against log load per SLO bound, where it crosses the
+bound (the rate its median probe passes half the time, harness.analyze.halfpass), which servers are
+censored, the study's verdict on the legs' ratio as every view prints it, and how many servers a leg
+would bring the ratio's interval within ±5% at the spread between servers measured here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from harness.analyze import halfpass as ahp
+from harness.analyze import serve as aserve
+from harness.analyze.verdicts import study_verdicts
+from harness.publish.study import Study
+
+
+@dataclass(frozen=True, kw_only=True)
+class HalfPassView:
+    servers: pd.DataFrame       # analyze.halfpass.per_server over the declared workloads
+    sd: float | None            # analyze.halfpass.between_sd: log half-pass rates between servers of a leg
+    df: int
+    sd_interval: tuple[float, float] | None   # its 95% interval (chi-square)
+    servers_for_width: int | None             # servers a leg for an interval within ±5% at `sd`
+    servers_range: tuple[int | None, int | None] | None   # the same at the ends of sd_interval
+
+
+def half_pass(st: Study) -> HalfPassView:
+    cells = study_verdicts(st.canon).half_pass
+    servers = ahp.per_server(aserve.points(st.canon), set(cells)) if cells else pd.DataFrame()
+    sd, df = ahp.between_sd(servers)
+    ci = ahp.sd_interval(sd, df)
+    return HalfPassView(servers=servers, sd=sd, df=df, sd_interval=ci, servers_for_width=ahp.servers_for_width(sd),
+                        servers_range=(ahp.servers_for_width(ci[0]), ahp.servers_for_width(ci[1])) if ci else None)
+
+
+def _most(n: int | None) -> str:
+    return "—" if n is None else f"{n:,}" if n < ahp.N_MAX else f"more than {ahp.N_MAX:,}"
+
+
+def _n(v: object, digits: int = 2) -> str:
+    return "—" if v is None or pd.isna(v) else f"{v:,.{digits}f}"
+
+
+STATUS = {"measured": "measured", "above": "censored: above the grid", "below": "censored: below the grid",
+          "no rise": "censored: p99 does not rise with load"}
+
+
+def half_pass_md(st: Study) -> str:
+    v = half_pass(st)
+    if v.servers.empty:
+        return ""
+    label = st.canon.study.label
+    out = ["## Half-pass rate at the SLO\n",
+           "Per server (one run, one engine instance), every probe of its steady-state grid: for each SLO bound a "
+           "least-squares line of log p99 against log offered rate, and the rate where it meets the bound, the rate "
+           "at which its median probe passes. The server's half-pass rate is the lowest such crossing. A crossing "
+           "more than one grid step beyond the rates probed is a bound, not a measurement, and is left out of the "
+           "comparison (censored). The legs are compared over servers, not probes: the probes of one server share "
+           "its engine instance (`harness.analyze.halfpass`; docs/capacity.md, \"Half-pass rates\", gives the "
+           "rule's simulated error rate under an A/A).\n"]
+    sv = study_verdicts(st.canon)
+    for (model, wl), g in v.servers.groupby(["model", "workload"], sort=False):
+        out += [f"### {model} / {wl}\n",
+                "| leg | server | probes | met the SLO | rates (req/s) | TTFT p99: slope, residual sd, crossing "
+                "| TPOT p99: slope, residual sd, crossing | half-pass rate (req/s) | status |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for r in g.itertuples():
+            out.append(f"| {label(r.leg)} | {r.server} | {r.probes} | {r.met} | {r.rates} "
+                       f"| {_n(r.ttft_slope)}, {_n(r.ttft_resid_sd)}, {_n(r.ttft_crossing, 1)} "
+                       f"| {_n(r.tpot_slope)}, {_n(r.tpot_resid_sd)}, {_n(r.tpot_crossing, 1)} "
+                       f"| {_n(r.half_pass)} | {STATUS.get(r.status, r.status)} |")
+        out.append("")
+        for cv in (c for c in sv.cells if c.half_pass and (c.model, c.workload) == (model, wl)):
+            family = f"; decided by {cv.family_text}" if cv.family_size else ""
+            out.append(f"Half-pass ratio {cv.new_label} / {cv.old_label}: {cv.ratio_text} — {cv.text} "
+                       f"(above 1.00x the newer leg holds the SLO at a higher load; {cv.rule_text}{family}).\n")
+    if v.sd is None:
+        out.append("No leg has two measured servers, so the spread between servers is unknown here, and so is the "
+                   "number of servers a leg that would bring the ratio's interval within ±5%.\n")
+    else:
+        out.append(f"Between servers of one leg the log half-pass rate spreads by sd {v.sd:.3f} ({v.df} degree"
+                   f"{'' if v.df == 1 else 's'} of freedom, the fit's own noise included). At that spread, an interval "
+                   f"within ±5% needs about {v.servers_for_width} servers a leg. The spread itself is known only to "
+                   f"[{v.sd_interval[0]:.3f}, {v.sd_interval[1]:.3f}] (95%, chi-square), which puts that number "
+                   f"between {v.servers_range[0]} and {_most(v.servers_range[1])}.\n")
+    return "\n".join(out) + "\n"
