@@ -93,13 +93,16 @@ def test_measured_records_are_judged_by_half_pass_rates_with_the_server_as_unit(
     st = report.load_study(canon.dataset.root)
     md = report.half_pass_md(st)
     assert cell.text in md and cell.ratio_text in md and md.count("| measured |") == 3
+    (fig,) = report.half_pass_figures(st)
+    assert len(fig.axes) == 2 and all(len(ax.get_lines()) >= 3 + 1 for ax in fig.axes)  # 3 servers' lines + bound
 
 
 def test_without_the_declaration_the_grid_is_judged_by_throughput(tmp_path):
     canon = canonicalize(load(_copy(tmp_path, False)))
     (cell,) = [c for c in study_verdicts(canon).cells if c.workload == "bracket-grid"]
     assert not cell.half_pass and not cell.capacity and cell.unit == "repeat"
-    assert report.half_pass_md(report.load_study(canon.dataset.root)) == ""
+    st = report.load_study(canon.dataset.root)
+    assert report.half_pass_md(st) == "" and report.half_pass_figures(st) == []
 
 
 def test_the_scenario_declares_it_and_the_sweep_writes_it_into_study_yaml(tmp_path):

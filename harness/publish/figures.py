@@ -556,3 +556,51 @@ def latency_vs_load(probes: pd.DataFrame, *, model: str, workload: str,
     _finish(fig, None, "Every probe of every repeat as a dot, lines through the median at each probed load (p50 dotted, p90 dashed, p99 solid); red: the SLO's bound; "
             "dotted verticals: each leg's median capacity; goodput counts the requests meeting every bound.")
     return fig
+
+
+def half_pass_lines(pts: pd.DataFrame, servers: pd.DataFrame, *, model: str, workload: str,
+                    labels: dict[str, str] | None = None) -> Figure:
+    """Per SLO bound, every probe's p99 against its offered rate (log-log), one colour per leg and one
+    marker per server, each server's fitted line (harness.analyze.halfpass: it meets the bound at the
+    server's crossing) and the bound. `pts`: analyze.serve.points; `servers`: analyze.halfpass.per_server."""
+    p = pts[(pts["model"] == model) & (pts["workload"] == workload)]
+    s = servers[(servers["model"] == model) & (servers["workload"] == workload)]
+    title = f"Half-pass rate per server: {model} / {workload}"
+    if p.empty or s.empty:
+        return _empty(title, "No steady-state grid was measured.")
+    fig = Figure(figsize=(10.0, 3.8))
+    axes = fig.subplots(1, 2, sharex=True)
+    legs = list(dict.fromkeys(s["leg"]))
+    colours = dict(zip(legs, sns.color_palette("colorblind", len(legs))))
+    markers, lines = "osD^v<>", ("-", "--", ":", "-.")
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+    xs = np.geomspace(p["request_rate"].min() * 0.9, p["request_rate"].max() * 1.1, 50)
+    for ax, short, col, bound_col in zip(axes, ("ttft", "tpot"), ("ttft_p99_ms", "tpot_p99_ms"),
+                                         ("slo_ttft_ms", "slo_tpot_ms")):
+        bound = float(p[bound_col].iloc[0])
+        for r in s.itertuples():
+            g = p[(p["leg"] == r.leg) & (p["repeat"] == r.server)]
+            name = f"{(labels or {}).get(r.leg, r.leg)} server {r.server}"
+            ax.plot(g["request_rate"], g[col], markers[(r.server - 1) % len(markers)], ms=4, alpha=0.7,
+                    color=colours[r.leg], label=name)
+            slope, cross = getattr(r, f"{short}_slope"), getattr(r, f"{short}_crossing")
+            if cross is not None and np.isfinite(cross) and cross > 0:
+                # The fitted line, drawn from its slope and the rate where it meets the bound.
+                ax.plot(xs, bound * (xs / cross) ** slope, lines[(r.server - 1) % len(lines)], lw=1,
+                        color=colours[r.leg], alpha=0.8)
+        ax.axhline(bound, color="#b2182b", lw=1.2)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):   # plain numbers at 1, 2, 5 per decade
+            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+            axis.set_major_formatter(ScalarFormatter())
+            axis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("offered rate (requests/s)")
+        ax.set_ylabel(f"p99 {short.upper()} (ms)")
+        ax.set_title(f"p99 {short.upper()} (SLO ≤ {bound:g} ms)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    _finish(fig, None, "Each probe's p99 as a marker; each server's least-squares line of log p99 on log rate; red: the "
+            "SLO's bound; a server's line style and marker name it. A server's half-pass rate is the lowest rate at which one of its "
+            "lines meets its bound.")
+    return fig

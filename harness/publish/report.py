@@ -88,7 +88,7 @@ stack_md, supporting_md = _aligned(_supporting.stack_md), _aligned(_supporting.s
 links_md, citation_md = _nav.links_md, _nav.citation_md
 serving_md, serving_figures = _aligned(_serving.serving_md), _serving.serving_figures
 capacity_md, capacity_figures = _aligned(_capacity.capacity_md), _capacity.capacity_figures
-half_pass_md = _aligned(_halfpass.half_pass_md)
+half_pass_md, half_pass_figures = _aligned(_halfpass.half_pass_md), _halfpass.half_pass_figures
 profile_md = _aligned(_profile.profile_md)
 coldstart_md = _aligned(_cold.coldstart_md)
 sweeptime_md = _aligned(_sweeptime.sweeptime_md)
@@ -97,7 +97,7 @@ history_md, history_figures = _aligned(_history.history_md), _history.history_fi
 __all__ = [
     "QMD", "Claim", "ClaimFailed", "ClaimParams", "Note", "Png", "RenderError", "RenderResult", "Step", "Study",
     "about_md", "answer_figure", "answer_md", "capacity_figures", "capacity_md", "citation_md", "links_md", "notes_md", "ratio_caption_md", "card_body", "card_header", "card_text", "claims_md", "coldstart_md", "sweeptime_md", "coverage_figure", "coverage_md",
-    "crosscheck_section_md", "diagnostics_intro_md", "dispersion_figure", "drift_figure", "failures_md", "findings", "half_pass_md", "headline_md", "history_figures", "history_md",
+    "crosscheck_section_md", "diagnostics_intro_md", "dispersion_figure", "drift_figure", "failures_md", "findings", "half_pass_figures", "half_pass_md", "headline_md", "history_figures", "history_md",
     "intro_md", "latency_md", "profile_md", "limitations_md", "load_study", "ratio_figure", "render", "series_canons",
     "series_figures", "show", "show_all", "side_records_md", "sources_md", "stack_md", "steps", "steps_md", "supporting_md",
     "throughput_md", "title_md", "tristate",

@@ -86,3 +86,15 @@ def half_pass_md(st: Study) -> str:
                    f"[{v.sd_interval[0]:.3f}, {v.sd_interval[1]:.3f}] (95%, chi-square), which puts that number "
                    f"between {v.servers_range[0]} and {_most(v.servers_range[1])}.\n")
     return "\n".join(out) + "\n"
+
+
+def half_pass_figures(st: Study) -> list:
+    from harness.publish.figures import half_pass_lines
+
+    v = half_pass(st)
+    if v.servers.empty:
+        return []
+    pts = aserve.points(st.canon)
+    labels = {n: st.canon.study.label(n) for n in v.servers["leg"].unique()}
+    return [half_pass_lines(pts, v.servers, model=m, workload=w, labels=labels)
+            for m, w in v.servers[["model", "workload"]].drop_duplicates().itertuples(index=False)]
