@@ -339,7 +339,7 @@ def test_a_point_whose_server_dies_just_after_its_requests_fail_is_failed(tmp_pa
 
     def run_point(*a, **k):
         threading.Timer(0.3, proc.kill).start()
-        return None
+        return srv.loadgen.PointRun(results=[], duration_s=0.5, client_cpu_s=0.0)
 
     monkeypatch.setattr(srv.loadgen, "run_point", run_point)
     monkeypatch.setattr(srv.loadgen, "summarize", lambda run, **k: metrics)

@@ -77,7 +77,26 @@ def test_a_lead_out_keeps_arrivals_going_until_the_counted_requests_finish_and_d
     # requests arrive after the last counted one was sent, and none is counted
     assert len(outs) >= 3 and all(t > last_counted for t in outs) and run.lead_requests == len(outs)
     # a lead-out request takes 3 s on this server; the point ends when the counted ones do
-    assert wall < 2.5 and len(run.results) == 8
+    assert wall < 2.5 and len(run.results) == 8 and not run.lead_out_stopped
+
+
+def test_a_bounded_lead_out_stops_its_arrivals_and_the_counted_requests_still_finish() -> None:
+    # FAKE server on which a counted request waits 1.5 s before its first chunk: an unbounded lead-out
+    # at 40 per second would send about 60 requests while they finish; bounded at 0.3 s, about 12.
+    base, stop, log = fakestream.serve(chunk_delay_s=0.01, before_first=lambda first: 1.5 if first == COUNTED else 0.0)
+    try:
+        w0 = time.perf_counter()
+        run = loadgen.run_point(base, model="m", prompts=[[COUNTED, 2]] * 8, max_tokens=3, concurrency=64,
+                                rate=40.0, seed=5000, timeout_s=20, arrivals="vllm", burstiness=float("inf"),
+                                lead=loadgen.Lead(build=_build([]), lead_out=True, lead_out_max_s=0.3))
+        wall = time.perf_counter() - w0
+    finally:
+        stop.set()
+    assert all(r.ok for r in run.results) and len(run.results) == 8 and wall >= 1.5
+    last_counted = max(t for t, k in log if k == COUNTED)
+    outs = [t for t, k in log if k == LEAD_OUT]
+    assert run.lead_out_stopped and 1 <= len(outs) <= 20 and run.lead_requests == len(outs)
+    assert max(outs) - last_counted < 0.3 + 0.5      # none after the bound (0.5 s of slack for a busy host)
 
 
 def test_without_a_rate_or_a_lead_the_point_is_what_it_was() -> None:
@@ -103,6 +122,8 @@ def _scenario(tmp_path: Path, extra: str, name: str = "cpu-capacity.yaml") -> Pa
     ("    lead_in_s: -1\n", "lead_in_s: -1.0 should be a number of seconds, 0 or more"),
     ("    lead_in_s: soon\n", "lead_in_s: Input should be a valid number"),
     ("    lead_out: 1\n", "lead_out: 1 is not a boolean; write true or false"),
+    ("    lead_out: true\n    lead_out_max_s: 0\n", "lead_out_max_s: 0.0 should be a number of seconds greater than 0"),
+    ("    lead_out_max_s: 5\n", "lead_out_max_s bounds the lead-out: it needs lead_out: true"),
 ])
 def test_bad_lead_keys_are_one_line_errors(tmp_path: Path, extra: str, msg: str) -> None:
     with pytest.raises(UserError) as e:
@@ -118,9 +139,11 @@ def test_a_lead_needs_a_paced_point(tmp_path: Path) -> None:
 
 def test_the_lead_keys_enter_the_work_only_when_set(tmp_path: Path) -> None:
     plain = load_scenario(ROOT / "scenarios" / "cpu-capacity.yaml").workloads[0].work
-    assert "lead_in_s" not in plain and "lead_out" not in plain
+    assert "lead_in_s" not in plain and "lead_out" not in plain and "lead_out_max_s" not in plain
     work = load_scenario(_scenario(tmp_path, "    lead_in_s: 10\n    lead_out: true\n")).workloads[0].work
-    assert work["lead_in_s"] == 10 and work["lead_out"] is True
+    assert work["lead_in_s"] == 10 and work["lead_out"] is True and "lead_out_max_s" not in work
+    bounded = load_scenario(_scenario(tmp_path, "    lead_out: true\n    lead_out_max_s: 20\n")).workloads[0].work
+    assert bounded["lead_out_max_s"] == 20
 
 
 def test_warmup_lead_and_counted_prompts_never_share_a_seed() -> None:

@@ -194,6 +194,7 @@ class Lead:
     build: Callable[[int, int], Sequence[Prompt]]
     lead_in_s: float = 0.0        # seconds of arrivals at the point's rate before the counted ones
     lead_out: bool = False        # arrivals go on after the counted ones until the last of them finishes
+    lead_out_max_s: float | None = None   # ... for at most this long after the last counted one was due
 
 
 @dataclass(kw_only=True)
@@ -202,11 +203,12 @@ class PointRun:
     duration_s: float
     client_cpu_s: float           # this process's CPU time over the point
     lead_requests: int = 0        # uncounted requests sent (lead-in and lead-out)
+    lead_out_stopped: bool = False  # the lead-out reached lead_out_max_s before the counted requests finished
 
 
 async def _drive(base_url: str, *, model: str, prompts: Sequence[Prompt], max_tokens: int, concurrency: int,
                  rate: float | None, seed: int, timeout_s: float, arrivals: str = "harness",
-                 burstiness: float = 1.0, lead: Lead | None = None) -> tuple[list[RequestResult], float, int]:
+                 burstiness: float = 1.0, lead: Lead | None = None) -> tuple[list[RequestResult], float, int, bool]:
     import aiohttp
 
     base = base_url.rstrip("/")
@@ -226,7 +228,7 @@ async def _drive(base_url: str, *, model: str, prompts: Sequence[Prompt], max_to
     async with aiohttp.ClientSession(connector=conn, trust_env=False) as session:
         t0 = time.perf_counter()
 
-        sent_uncounted = [0]
+        sent_uncounted, stopped = [0], [False]
 
         async def send(p: Prompt, due: float, count: bool = True) -> RequestResult:
             delay = t0 + due - time.perf_counter()
@@ -247,8 +249,12 @@ async def _drive(base_url: str, *, model: str, prompts: Sequence[Prompt], max_to
         async def lead_out() -> None:
             # After the last counted request is due, arrivals go on by the same law until `counted` is done.
             due, k = start + (offsets[-1] if offsets else 0.0), 0
+            until = due + lead.lead_out_max_s if lead is not None and lead.lead_out_max_s is not None else math.inf
             while True:
                 due += _gaps(1, rate, burstiness, lambda a, th: float(out_gen.gamma(a, th)))[0]  # type: ignore[arg-type]
+                if due > until:
+                    stopped[0] = True
+                    return
                 await asyncio.sleep(max(0.0, t0 + due - time.perf_counter()))
                 uncounted.append(asyncio.ensure_future(send(pool[k % len(pool)], due, False)))
                 k += 1
@@ -260,7 +266,7 @@ async def _drive(base_url: str, *, model: str, prompts: Sequence[Prompt], max_to
         for t in ([feeder] if feeder else []) + uncounted:
             t.cancel()
         await asyncio.gather(*([feeder] if feeder else []), *uncounted, return_exceptions=True)
-        return list(results), end - t0 - start, sent_uncounted[0]
+        return list(results), end - t0 - start, sent_uncounted[0], stopped[0]
 
 
 def prepare() -> None:
@@ -280,12 +286,12 @@ def run_point(base_url: str, *, model: str, prompts: Sequence[Prompt], max_token
     # `lead` applies to a paced point only (a rate); without one it is ignored.
     prepare()  # before the CPU clock starts: the first call of a process imports aiohttp here
     cpu0 = time.process_time()
-    results, duration, n_lead = asyncio.run(_drive(base_url, model=model, prompts=prompts, max_tokens=max_tokens,
+    results, duration, n_lead, stopped = asyncio.run(_drive(base_url, model=model, prompts=prompts, max_tokens=max_tokens,
                                                    concurrency=concurrency, rate=rate, seed=seed,
                                                    timeout_s=timeout_s, arrivals=arrivals, burstiness=burstiness,
                                                    lead=lead))
     return PointRun(results=results, duration_s=duration, client_cpu_s=time.process_time() - cpu0,
-                    lead_requests=n_lead)
+                    lead_requests=n_lead, lead_out_stopped=stopped)
 
 
 # --- a point's numbers ------------------------------------------------------------------------------

@@ -404,7 +404,9 @@ def lead_of(work: dict[str, Any], build: kind.Build | None) -> loadgen.Lead | No
     (lead_in_s, lead_out); their prompts are the workload's own kind, from their own seeds."""
     if build is None or not (work.get("lead_in_s") or work.get("lead_out")):
         return None
-    return loadgen.Lead(build=build, lead_in_s=float(work.get("lead_in_s") or 0.0), lead_out=bool(work.get("lead_out")))
+    cap = work.get("lead_out_max_s")
+    return loadgen.Lead(build=build, lead_in_s=float(work.get("lead_in_s") or 0.0), lead_out=bool(work.get("lead_out")),
+                        lead_out_max_s=float(cap) if cap is not None else None)
 
 
 def _measure(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any],
@@ -421,6 +423,9 @@ def _measure(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any],
                             concurrency=p.concurrency, rate=p.request_rate, seed=seed,
                             timeout_s=work["request_timeout_s"], arrivals=work.get("arrivals", "harness"),
                             burstiness=work.get("burstiness", 1.0), lead=lead_of(work, lead_build))
+    if run.lead_out_stopped:
+        # Recorded beside the point: its last counted requests finished without arrivals behind them.
+        emit(server.run_dir, "lead_out_stopped", index=p.index, after_s=work.get("lead_out_max_s"))
     slo_ttft, slo_tpot = _slo(work)
     m = PointMetrics.model_validate(loadgen.summarize(run, slo_ttft_ms=slo_ttft, slo_tpot_ms=slo_tpot))
     reason = ""

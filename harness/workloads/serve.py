@@ -32,7 +32,7 @@ TRAITS = Traits(server=True)
 # Left out of a run's `work` at these values, so serve runs measured before they existed keep their
 # fingerprints (harness.measure.scenario.Workload.work).
 UNSET_WORK: dict[str, Any] = {"capacity": None, "arrivals": "harness", "burstiness": 1.0, "lead_in_s": 0.0,
-                              "lead_out": False}
+                              "lead_out": False, "lead_out_max_s": None}
 ARRIVALS = ("harness", "vllm")   # harness.measure.loadgen.arrival_offsets says what each one is
 
 
@@ -62,6 +62,11 @@ class Params:
     # points had a p99 TTFT 1.37x that of 15 s ones).
     lead_in_s: float = 0.0
     lead_out: bool = False
+    # At most this many seconds of lead-out arrivals after the last counted request was due; then the
+    # counted ones finish without new arrivals. None: until they finish. An overloaded point's queue grows
+    # with every lead-out arrival, so unbounded it can last minutes (results/h100-capacity-steady: 64-104 s
+    # against 39-49 s below overload); a point that reaches the bound is failing its SLO anyway.
+    lead_out_max_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.concurrency or any(not c > 0 for c in self.concurrency):
@@ -95,6 +100,12 @@ class Params:
             raise ValueError(f"lead_in_s: {self.lead_in_s!r} should be a number of seconds, 0 or more")
         if self.lead_in_s:
             limits.timeout("lead_in_s", self.lead_in_s)
+        if self.lead_out_max_s is not None:
+            if isinstance(self.lead_out_max_s, bool) or not self.lead_out_max_s > 0:
+                raise ValueError(f"lead_out_max_s: {self.lead_out_max_s!r} should be a number of seconds greater than 0")
+            if not self.lead_out:
+                raise ValueError("lead_out_max_s bounds the lead-out: it needs lead_out: true")
+            limits.timeout("lead_out_max_s", self.lead_out_max_s)
         cap = capacity_spec.parse(self.capacity) if self.capacity is not None else None
         paced = cap.axis == "request_rate" if cap is not None else bool(self.request_rate)
         if (self.lead_in_s or self.lead_out) and not paced:
