@@ -19,9 +19,10 @@ SHIPPED = sorted(RESULTS.glob(f"*/{sxc.FOLDER}/*.json"))
 
 def _without_lead(v):
     """Without the harness points' `lead_requests` (0 in a file lifted from version 4), `engine` and
-    `send_lag_ms` (None and empty in a file lifted from version 5)."""
+    `send_lag_ms` (None and empty in a file lifted from version 5) and `engine_latency` (None from 6)."""
+    lifted = ("lead_requests", "engine", "send_lag_ms", "engine_latency")
     if isinstance(v, dict):
-        return {k: _without_lead(x) for k, x in v.items() if k not in ("lead_requests", "engine", "send_lag_ms")}
+        return {k: _without_lead(x) for k, x in v.items() if k not in lifted}
     return [_without_lead(x) for x in v] if isinstance(v, list) else v
 
 

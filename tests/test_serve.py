@@ -225,7 +225,8 @@ def test_real_server_short_sweep_then_killed_mid_point(tmp_path, monkeypatch):
     """One leg, points c=1 and c=4; the server is killed during its first point: that point is failed
     with the cause, the server starts again and the next point is measured on it (one run: two server
     starts). Nothing of either server is left. The measured point carries the engine's own stats, read
-    from the server's log (its stats interval shortened to 0.05 s: the point lasts about half a second)."""
+    from the server's log (its stats interval shortened to 0.05 s: the point lasts about half a second), and
+    the server's own latency histograms over it (vLLM's /metrics)."""
     monkeypatch.setenv("VLLM_LOG_STATS_INTERVAL", "0.05")
     from harness.measure.sweep import SweepArgs, sweep
     from tests.conftest import write_scenario
@@ -275,6 +276,11 @@ def test_real_server_short_sweep_then_killed_mid_point(tmp_path, monkeypatch):
     assert p1.send_lag_ms.p99 is not None and p1.send_lag_ms.p99 >= 0   # unpaced: the wait for the bound
     eng = bad.serve.points[1].engine
     assert eng is not None and eng.samples >= 2 and 1 <= eng.running_max <= 4 and eng.generation_tok_s_mean > 0
+    # The server's own histograms over that point (its /metrics): every counted request reached each stage
+    # (12, and the warm-up went to the first server), and the engine-side TTFT is no longer than the client's.
+    lat = bad.serve.points[1].engine_latency
+    assert lat is not None and set(lat) == {"ttft", "queue", "prefill"} and lat["ttft"].count == 12
+    assert lat["ttft"].buckets[-1] == (float("inf"), 12) and 0 < lat["ttft"].sum_s / 12 <= p1.ttft_ms.mean / 1000 + 0.01
     assert bad.serve.client["name"] == loadgen.CLIENT and bad.work.prompts_sha256
     assert "APIServer" in (run1 / "run.log").read_text()   # the server's log is the run's log
     assert not bad.metrics.output_tok_s       # a run with a failed point is no measurement

@@ -8,6 +8,8 @@ canonical runs' records, so a point counts only when its run is a canonical meas
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,8 +82,54 @@ def points(canon: Canonical) -> pd.DataFrame:
                 "engine_kv_max_pct": p.engine.kv_usage_max_pct if p.engine else None,
                 "engine_gen_tok_s": p.engine.generation_tok_s_mean if p.engine else None,
                 "send_lag_p99_ms": m.send_lag_ms.p99,
+                # The server's own histograms over the point (harness.measure.engine_metrics); None where none.
+                **_latency_columns(p.engine_latency, rec.serve.slo_ttft_ms),
             })
     return pd.DataFrame(rows)
+
+
+def hist_quantile(buckets: list[tuple[float, int]], count: int, q: float) -> float | None:
+    """A histogram's q-quantile in its own unit, interpolated linearly inside the bucket the rank falls in
+    (as Prometheus's histogram_quantile); a rank in the last, unbounded bucket gives its lower bound."""
+    if count <= 0 or not buckets:
+        return None
+    rank, prev_le, prev_cum = q * count, 0.0, 0
+    for le, cum in buckets:
+        if cum >= rank:
+            if math.isinf(le):
+                return prev_le
+            return prev_le + (le - prev_le) * ((rank - prev_cum) / (cum - prev_cum) if cum > prev_cum else 1.0)
+        prev_le, prev_cum = le, cum
+    return prev_le
+
+
+def hist_share_over(buckets: list[tuple[float, int]], count: int, bound: float) -> float | None:
+    """The share of a histogram's requests above `bound` (linear inside the bucket that holds it)."""
+    if count <= 0 or not buckets:
+        return None
+    prev_le, prev_cum = 0.0, 0
+    for le, cum in buckets:
+        if bound <= le:
+            at = cum if math.isinf(le) or le == prev_le else prev_cum + (cum - prev_cum) * (bound - prev_le) / (le - prev_le)
+            return max(0.0, 1.0 - at / count)
+        prev_le, prev_cum = le, cum
+    return 0.0
+
+
+def _latency_columns(hist: dict | None, slo_ttft_ms: float | None) -> dict[str, float | None]:
+    """Engine-side p99 TTFT, queue and prefill (ms) and the share of requests whose engine-side TTFT is
+    over the SLO's bound; all None without the histograms."""
+    out: dict[str, float | None] = {"engine_ttft_p99_ms": None, "engine_queue_p99_ms": None,
+                                    "engine_prefill_p99_ms": None, "engine_ttft_over_slo_share": None}
+    for name in ("ttft", "queue", "prefill"):
+        h = (hist or {}).get(name)
+        if h is not None:
+            v = hist_quantile(h.buckets, h.count, 0.99)
+            out[f"engine_{name}_p99_ms"] = None if v is None else v * 1000.0
+    h = (hist or {}).get("ttft")
+    if h is not None and slo_ttft_ms is not None:
+        out["engine_ttft_over_slo_share"] = hist_share_over(h.buckets, h.count, slo_ttft_ms / 1000.0)
+    return out
 
 
 def curve(pts: pd.DataFrame, price: Price | None = None) -> pd.DataFrame:
@@ -151,7 +199,9 @@ def repeated(pts: pd.DataFrame) -> pd.DataFrame:
 
     Where the records hold the engine's own view (ServePoint.engine), the row adds its largest scheduler
     queue and KV cache use over the points: a queue means the engine itself was saturated; and the
-    client's largest p99 send lag (how late its requests left against their schedule)."""
+    client's largest p99 send lag (how late its requests left against their schedule). Where they hold the
+    server's own histograms (ServePoint.engine_latency), the median over the points of the engine-side p99
+    TTFT and p99 scheduler queue time, to set beside the client's p99 TTFT."""
     rows = []
     if pts.empty:
         return pd.DataFrame(rows)
@@ -170,6 +220,8 @@ def repeated(pts: pd.DataFrame) -> pd.DataFrame:
             "engine_waiting_max": _max_or_none(g.get("engine_waiting_max")),
             "engine_kv_max_pct": _max_or_none(g.get("engine_kv_max_pct")),
             "send_lag_p99_max_ms": _max_or_none(g.get("send_lag_p99_ms")),
+            "engine_ttft_p99_median_ms": _median_or_none(g.get("engine_ttft_p99_ms")),
+            "engine_queue_p99_median_ms": _median_or_none(g.get("engine_queue_p99_ms")),
             "sd_draw": tw.row_sd if tw else None, "sd_rest": tw.residual_sd if tw else None})
     return pd.DataFrame(rows)
 
@@ -180,6 +232,14 @@ def _max_or_none(col: pd.Series | None) -> float | None:
         return None
     col = pd.to_numeric(col, errors="coerce").dropna()
     return float(col.max()) if len(col) else None
+
+
+def _median_or_none(col: pd.Series | None) -> float | None:
+    """The column's median; None for a column that is all None, or absent."""
+    if col is None:
+        return None
+    col = pd.to_numeric(col, errors="coerce").dropna()
+    return float(col.median()) if len(col) else None
 
 
 def _draws_by_servers(g: pd.DataFrame) -> TwoWay | None:

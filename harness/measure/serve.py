@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.measure import capacity as search
-from harness.measure import engine_log, loadgen, serve_inputs
+from harness.measure import engine_log, engine_metrics, loadgen, serve_inputs
 from harness.measure.run import (RunSpec, _safe, emit, finish, prepare_run_dir, process_group, read_events,
                                  run_environ, worker_spec)
 from harness.schema.record import Failure, RunRecord, now, write
@@ -419,10 +419,12 @@ def _measure(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any],
     emit(server.run_dir, "point_start", index=p.index, concurrency=p.concurrency, request_rate=p.request_rate,
          instance=server.starts)
     log_at = engine_log.offset(server.run_dir / "run.log")
+    hist_at = engine_metrics.scrape(server.base)
     run = loadgen.run_point(server.base, model=served_name(spec), prompts=prompts, max_tokens=work["output_len"],
                             concurrency=p.concurrency, rate=p.request_rate, seed=seed,
                             timeout_s=work["request_timeout_s"], arrivals=work.get("arrivals", "harness"),
                             burstiness=work.get("burstiness", 1.0), lead=lead_of(work, lead_build))
+    latency = engine_metrics.delta(hist_at, engine_metrics.scrape(server.base) if hist_at else None)
     if run.lead_out_stopped:
         # Recorded beside the point: its last counted requests finished without arrivals behind them.
         emit(server.run_dir, "lead_out_stopped", index=p.index, after_s=work.get("lead_out_max_s"))
@@ -440,4 +442,5 @@ def _measure(server: Server, spec: RunSpec, p: kind.Point, prompts: list[Any],
     emit(server.run_dir, "point_end", index=p.index, completed=m.completed, failed=m.failed, reason=reason)
     return ServePoint(index=p.index, concurrency=p.concurrency, request_rate=p.request_rate, seed=seed,
                       status="failed" if reason else "ok", reason=reason, server_instance=server.starts,
-                      metrics=m, engine=engine_log.view(server.run_dir / "run.log", log_at)), run
+                      metrics=m, engine=engine_log.view(server.run_dir / "run.log", log_at),
+                      engine_latency=latency), run

@@ -38,6 +38,8 @@ SCHEMA_VERSION history (loading branches on the stored version; `migrate` upgrad
 # 12 - `serve.points[].engine`: the engine's own stats over the point, read from the server's log
 #     (harness.measure.engine_log); `serve.points[].metrics.send_lag_ms`: how late each counted request
 #     left against its schedule. Version-11 records lift unchanged (None and empty: not measured before).
+# 13 - `serve.points[].engine_latency`: the server's own TTFT, queue and prefill histograms over the point
+#     (harness.measure.engine_metrics, from vLLM's /metrics). Version-12 records lift unchanged (None).
 A record newer than this package is refused: upgrade the harness rather than guess.
 """
 
@@ -58,7 +60,7 @@ from harness.core.errors import UserError
 from harness.schema.base import Frozen, FrozenLenient
 from harness.schema.serve import ServeResult
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 Status = Literal["ok", "failed", "timeout"]
 Provenance = Literal["measured", "transcribed"]
@@ -403,12 +405,17 @@ def _update_to_12(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 12}
 
 
+def _update_to_13(old: dict, path: Path) -> dict:
+    """Version 12 -> 13: a serve point's `engine_latency` is new and optional."""
+    return {**old, "schema_version": 13}
+
+
 Migration = Callable[[dict, Path], dict]
 
 MIGRATIONS: dict[int, Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5,
                                     5: _update_to_6, 6: _update_to_7, 7: _update_to_8,
                                     8: _update_to_9, 9: _update_to_10, 10: _update_to_11,
-                                    11: _update_to_12}
+                                    11: _update_to_12, 12: _update_to_13}
 
 
 def migrate(data: dict, path: Path) -> dict:

@@ -62,6 +62,15 @@ class EngineView(Frozen):
     prompt_tok_s_mean: float           # the engine's prefilled tokens per second, mean of the samples
 
 
+class EngineHistogram(Frozen):
+    """One of the server's latency histograms over a point (harness.measure.engine_metrics): the requests
+    that reached it inside the point's window, the sum of their seconds, and the cumulative count at or
+    below each bucket's upper bound in seconds (ascending, the last inf)."""
+    count: int
+    sum_s: float
+    buckets: list[tuple[float, int]]
+
+
 class ServePoint(Frozen):
     index: int
     concurrency: int
@@ -72,6 +81,9 @@ class ServePoint(Frozen):
     server_instance: int = 1           # which start of the server measured it
     metrics: PointMetrics | None = None
     engine: EngineView | None = None   # None: the server logged no stats inside the point, or an older record
+    # The server's own histograms over the point: "ttft" (from its arrival in the server), "queue" (waiting
+    # in the scheduler), "prefill"; None: the server has no /metrics, or an older record.
+    engine_latency: dict[str, EngineHistogram] | None = None
 
 
 class BoundCheck(Frozen):

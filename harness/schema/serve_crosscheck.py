@@ -20,6 +20,8 @@ Format history (schema_version; `read` lifts an older file in order):
   6 - each harness point carries `engine` and `metrics.send_lag_ms` (record schema 12): the engine's own
       stats over the point, read from the server's log (harness.measure.engine_log), and how late each
       request left. Version-5 files lift unchanged (None and empty).
+  7 - each harness point carries `engine_latency` (record schema 13): the server's own TTFT, queue and
+      prefill histograms over the point. Version-6 files lift unchanged (None).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from harness.schema import record
 from harness.schema.base import Frozen
 from harness.schema.serve import Dist, ServePoint
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 KIND = "serve-crosscheck"
 # The aim on the CPU: harness ÷ vLLM within 1.00 ± 0.03 at every point. Here, not beside the
 # measurement, because lifting a version-2 file re-judges its band against it.
@@ -186,13 +188,18 @@ def _update_to_5(old: dict, path: Path) -> dict:
     return {**old, "schema_version": 5}
 
 
+def _update_to_7(old: dict, path: Path) -> dict:
+    """Version 6 -> 7: a harness point's `engine_latency` is new and optional."""
+    return {**old, "schema_version": 7}
+
+
 def _update_to_6(old: dict, path: Path) -> dict:
     """Version 5 -> 6: a harness point's `engine` (optional) and `metrics.send_lag_ms` (empty) are new."""
     return {**old, "schema_version": 6}
 
 
 MIGRATIONS: dict[int, record.Migration] = {1: _update_to_2, 2: _update_to_3, 3: _update_to_4, 4: _update_to_5,
-                                           5: _update_to_6}
+                                           5: _update_to_6, 6: _update_to_7}
 
 
 def read(path: Path) -> ServeCrosscheckRecord:

@@ -119,10 +119,15 @@ def _repeated_md(st: Study, s: Serving) -> list[str]:
            "none inside a point): a queue there means the engine itself was saturated, none with a long TTFT "
            "points at the front end or the client. Client lag: how late the client's requests left against their "
            "schedule, p99, at most over the points (— in records older than schema 12); a late client would "
-           "show there.\n",
+           "show there. Engine p99 TTFT / queue: from the server's own histograms (vLLM's /metrics, over each "
+           "point's window, its uncounted requests included), the median over the points of their p99 time to "
+           "first token from arrival in the server and of their p99 wait in the scheduler (— in records older "
+           "than schema 13): the client's p99 TTFT minus the first is the HTTP path and the client, the first "
+           "minus the second the front end and the prefill.\n",
            "| model · workload | leg | c | rate | points (servers) | met the SLO at p99 | p99 TTFT ms min / median / max "
-           "| good share min–max | sd log p99 TTFT within / between | within: draw / rest | engine: waiting / KV at most | client lag p99 ms |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| good share min–max | sd log p99 TTFT within / between | within: draw / rest | engine: waiting / KV at most | client lag p99 ms "
+           "| engine p99 TTFT / queue ms |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for x in r.itertuples():
         sd = " / ".join("—" if v is None or pd.isna(v) else f"{v:.3f}" for v in (x.sd_within, x.sd_between))
         split = " / ".join("—" if v is None or pd.isna(v) else f"{v:.3f}" for v in (x.sd_draw, x.sd_rest))
@@ -130,7 +135,8 @@ def _repeated_md(st: Study, s: Serving) -> list[str]:
                    f"| {st.canon.study.label(x.leg)} | {int(x.concurrency)} | {_rate(x.request_rate)} "
                    f"| {x.points} ({x.servers}) | {x.met} of {x.points} | {_n(x.ttft_p99_min, 0)} / {_n(x.ttft_p99_median, 0)} "
                    f"/ {_n(x.ttft_p99_max, 0)} | {x.good_share_min:.2f}–{x.good_share_max:.2f} | {sd} | {split} "
-                   f"| {_engine(x)} | {_n(x.send_lag_p99_max_ms, 0)} |")
+                   f"| {_engine(x)} | {_n(x.send_lag_p99_max_ms, 0)} "
+                   f"| {_n(x.engine_ttft_p99_median_ms, 0)} / {_n(x.engine_queue_p99_median_ms, 0)} |")
     return out + [""]
 
 
