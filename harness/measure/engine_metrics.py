@@ -69,13 +69,16 @@ def scrape(base: str, timeout_s: float = 2.0) -> Snapshot | None:
 
 def delta(before: Snapshot | None, after: Snapshot | None) -> dict[str, EngineHistogram] | None:
     """Per histogram, the requests that reached it between the two snapshots: their count, the sum of
-    their seconds and the cumulative bucket counts (le ascending, the last +inf). None without both."""
+    their seconds and the cumulative bucket counts (le ascending, the last +inf). None without both, or
+    where a counter went back (a server restarted between them: the difference would mix two servers)."""
     if not before or not after:
         return None
     out: dict[str, EngineHistogram] = {}
     for name, a in after.items():
         b = before.get(name, {})
         count = a.get(-1.0, 0.0) - b.get(-1.0, 0.0)
+        if count < 0 or any(a[le] < b.get(le, 0.0) for le in a):
+            return None     # the counters went back: the server restarted inside the window
         les = sorted(k for k in a if k >= 0)
         out[name] = EngineHistogram(count=round(count), sum_s=a.get(-2.0, 0.0) - b.get(-2.0, 0.0),
                                     buckets=[(le, round(a[le] - b.get(le, 0.0))) for le in les])
