@@ -54,8 +54,8 @@ READS: dict[tuple[str, str], str] = {
     ("measure/index.py", "index_versions"): "the package index's HTTP reply",
     ("measure/guard.py", "node_lock"): "the node lock's holder file",
     ("measure/serve.py", "wait_healthy"): "the server's HTTP health reply",
-    ("measure/serve.py", "in_engine"): "the server's HTTP /metrics reply (requests in its engine)",
-    ("measure/engine_metrics.py", "scrape"): "the server's HTTP /metrics reply (its latency histograms)",
+    ("measure/engine_metrics.py", "fetch"): "the server's HTTP /metrics reply (requests in its engine, its "
+                                            "latency histograms)",
     ("measure/loadgen.py", "one_request"): "a server's streamed HTTP reply",
     ("measure/tinymodel.py", "materialize_architecture"): "a model's config.json, to build a tiny model from",
     ("measure/executors/ray.py", "run_files"): _MEASURING + " (its files shipped back from a Ray worker)",

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from harness.analyze.components import one_way
 from harness.analyze.stats import ALPHA, ratio
 
 _KEYS = ["model", "workload", "leg"]
@@ -130,15 +131,11 @@ def between_sd(servers: pd.DataFrame) -> tuple[float | None, int]:
     """The pooled sd of log half-pass rates between servers of one leg, and its degrees of freedom (legs
     with at least two measured servers; None where none has). Within a leg every server runs the same
     stack, so this is the server instance's spread with the fit's own noise in it."""
-    ss, df = 0.0, 0
-    if servers.empty:
+    measured = servers[servers["status"] == "measured"] if len(servers) else servers
+    if measured.empty:
         return None, 0
-    for _, g in servers[servers["status"] == "measured"].groupby(_KEYS, sort=False):
-        v = np.log(g["half_pass"].to_numpy(float))
-        if len(v) >= 2:
-            ss += float(((v - v.mean()) ** 2).sum())
-            df += len(v) - 1
-    return (math.sqrt(ss / df), df) if df else (None, 0)
+    ow = one_way([np.log(g["half_pass"].to_numpy(float)) for _, g in measured.groupby(_KEYS, sort=False)])
+    return (ow.within_sd, ow.dfw) if ow.within_sd is not None else (None, 0)
 
 
 def sd_interval(sd: float | None, df: int, confidence: float = 0.95) -> tuple[float, float] | None:

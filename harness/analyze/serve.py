@@ -217,29 +217,21 @@ def repeated(pts: pd.DataFrame) -> pd.DataFrame:
             "ttft_p99_max": float(g["ttft_p99_ms"].max()), "good_share_min": float(g["good_share"].min()),
             "good_share_max": float(g["good_share"].max()), "sd_within": ow.within_sd, "sd_between": ow.between_sd,
             "engine_points": int(g["engine_waiting_max"].notna().sum()) if "engine_waiting_max" in g else 0,
-            "engine_waiting_max": _max_or_none(g.get("engine_waiting_max")),
-            "engine_kv_max_pct": _max_or_none(g.get("engine_kv_max_pct")),
-            "send_lag_p99_max_ms": _max_or_none(g.get("send_lag_p99_ms")),
-            "engine_ttft_p99_median_ms": _median_or_none(g.get("engine_ttft_p99_ms")),
-            "engine_queue_p99_median_ms": _median_or_none(g.get("engine_queue_p99_ms")),
+            "engine_waiting_max": _agg_or_none(g.get("engine_waiting_max"), "max"),
+            "engine_kv_max_pct": _agg_or_none(g.get("engine_kv_max_pct"), "max"),
+            "send_lag_p99_max_ms": _agg_or_none(g.get("send_lag_p99_ms"), "max"),
+            "engine_ttft_p99_median_ms": _agg_or_none(g.get("engine_ttft_p99_ms"), "median"),
+            "engine_queue_p99_median_ms": _agg_or_none(g.get("engine_queue_p99_ms"), "median"),
             "sd_draw": tw.row_sd if tw else None, "sd_rest": tw.residual_sd if tw else None})
     return pd.DataFrame(rows)
 
 
-def _max_or_none(col: pd.Series | None) -> float | None:
-    """The column's largest value; None for a column that is all None, or absent (a frame built without it)."""
+def _agg_or_none(col: pd.Series | None, how: str) -> float | None:
+    """The column's max or median; None for a column that is all None, or absent (a frame built without it)."""
     if col is None:
         return None
     col = pd.to_numeric(col, errors="coerce").dropna()
-    return float(col.max()) if len(col) else None
-
-
-def _median_or_none(col: pd.Series | None) -> float | None:
-    """The column's median; None for a column that is all None, or absent."""
-    if col is None:
-        return None
-    col = pd.to_numeric(col, errors="coerce").dropna()
-    return float(col.median()) if len(col) else None
+    return float(col.agg(how)) if len(col) else None
 
 
 def _draws_by_servers(g: pd.DataFrame) -> TwoWay | None:

@@ -330,13 +330,12 @@ def _family(canon: Canonical, pairs: list[tuple[str, str]], family: str, margin:
                     rt = cell_ratio(canon, a, b, metric, margin=margin)
                 row = dict(base, verdict=rt.verdict, alone=rt.verdict, ratio=rt.value, low=rt.low, high=rt.high,
                            interval=f"{1 - alpha:.1%} t".replace(".0%", "%") if rt.low is not None else None,
-                           level=1 - alpha, rule=rt.method, unit=rt.unit, n_old=rt.n_old, n_new=rt.n_new,
+                           level=1 - alpha, rule=rt.method, n_old=rt.n_old, n_new=rt.n_new,
+                           unit="server" if (model, workload) in half_pass else rt.unit,
                            needs=rt.needs, capacity=caps is not None, test=rt,
                            half_pass=(model, workload) in half_pass,
                            resolution=resolution.get((model, workload), 0.0) if caps is not None else 0.0)
                 row["units"] = rt.test.n if rt.test is not None else min(rt.n_old, rt.n_new)
-                if row["half_pass"]:
-                    row["unit"] = "server"
                 if rt.method == NESTED_METHOD:
                     row["blocks"] = len({k[0] for k in set(a["pairs"]) & set(b["pairs"])})
                 transcribed = "transcribed" in (a.get("provenance"), b.get("provenance"))

@@ -21,6 +21,7 @@ import contextlib
 import math
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 
 from harness.schema.serve import EngineHistogram
 
@@ -31,40 +32,52 @@ HISTOGRAMS = {"ttft": "vllm:time_to_first_token_seconds", "queue": "vllm:request
 Snapshot = dict[str, dict[float, float]]     # short name -> le -> cumulative count (summed over label sets)
 
 
+def fetch(base: str, timeout_s: float = 2.0) -> str | None:
+    """The server's Prometheus text now (proxies bypassed: the server is local); None without /metrics."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(base + "/metrics", timeout=timeout_s) as r:
+            return r.read().decode("utf-8", errors="replace")
+    except (urllib.error.URLError, OSError, ConnectionError):
+        return None
+
+
+def samples(text: str) -> Iterator[tuple[str, str, float]]:
+    """(metric name, its labels' text, value) per sample line; comments and unreadable lines skipped."""
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        name, _, labels = head.partition("{")
+        with contextlib.suppress(ValueError):
+            yield name, labels, float(value)
+
+
 def parse(text: str) -> Snapshot:
     """Each wanted histogram's cumulative bucket counts, summed over its label sets (one engine per server
     here; several data-parallel engines would add up), plus its `_count` and `_sum` under the keys
     -1 and -2. A histogram the text lacks is absent."""
     by_name = {v: k for k, v in HISTOGRAMS.items()}
     out: Snapshot = {}
-    for line in text.splitlines():
-        if not line.startswith("vllm:"):
-            continue
-        name, _, rest = line.partition("{") if "{" in line.split(" ", 1)[0] else (line.split(" ", 1)[0], "", "")
-        value_text = line.rsplit(" ", 1)[-1]
+    for name, labels, value in samples(text):
         for suffix, key in (("_bucket", None), ("_count", -1.0), ("_sum", -2.0)):
             base = name.removesuffix(suffix)
             if base == name or base not in by_name:
                 continue
-            with contextlib.suppress(ValueError, IndexError):
-                value = float(value_text)
-                if key is None:
-                    le_text = rest.split('le="', 1)[1].split('"', 1)[0]
-                    key = math.inf if le_text in ("+Inf", "Inf") else float(le_text)
-                hist = out.setdefault(by_name[base], {})
-                hist[key] = hist.get(key, 0.0) + value
+            if key is None:
+                if 'le="' not in labels:
+                    continue
+                le_text = labels.split('le="', 1)[1].split('"', 1)[0]
+                key = math.inf if le_text in ("+Inf", "Inf") else float(le_text)
+            hist = out.setdefault(by_name[base], {})
+            hist[key] = hist.get(key, 0.0) + value
     return out
 
 
-def scrape(base: str, timeout_s: float = 2.0) -> Snapshot | None:
+def scrape(base: str) -> Snapshot | None:
     """The server's histograms now; None where it has no /metrics or answers nothing usable."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(base + "/metrics", timeout=timeout_s) as r:
-            snap = parse(r.read().decode("utf-8", errors="replace"))
-    except (urllib.error.URLError, OSError, ConnectionError):
-        return None
-    return snap or None
+    text = fetch(base)
+    return (parse(text) or None) if text is not None else None
 
 
 def delta(before: Snapshot | None, after: Snapshot | None) -> dict[str, EngineHistogram] | None:

@@ -91,19 +91,11 @@ _IN_ENGINE = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 def in_engine(base: str) -> int | None:
     """Requests the server's engine holds now (running + waiting, from vLLM's Prometheus /metrics);
     None where the server does not say."""
-    try:
-        with _no_proxy().open(base + "/metrics", timeout=2) as r:
-            text = r.read().decode("utf-8", errors="replace")
-    except (urllib.error.URLError, OSError, ConnectionError):
+    text = engine_metrics.fetch(base)
+    if text is None:
         return None
-    found, total = False, 0.0
-    for line in text.splitlines():
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name in _IN_ENGINE:
-            with contextlib.suppress(ValueError, IndexError):
-                total += float(line.rsplit(" ", 1)[1])
-                found = True
-    return round(total) if found else None
+    held = [v for name, _, v in engine_metrics.samples(text) if name in _IN_ENGINE]
+    return round(sum(held)) if held else None
 
 
 def drain(base: str, timeout_s: float = DRAIN_S, poll_s: float = 0.2) -> tuple[float, int | None]:
