@@ -52,6 +52,10 @@ def test_quantile_and_share_over_a_bound_interpolate_inside_a_bucket():
     # a rank in the unbounded bucket gives its lower bound, the most that can be said
     assert aserve.hist_quantile(b, 100, 0.999) == 2.5
     assert aserve.hist_quantile([], 0, 0.99) is None and aserve.hist_share_over(b, 0, 1.0) is None
+    # What the histogram knows of a quantile: the bucket it falls in (an edge counts as inside, as `le`).
+    assert aserve.hist_bucket(b, 100, 0.5) == (0.0, 0.5) and aserve.hist_bucket(b, 100, 0.7) == (0.0, 0.5)
+    assert aserve.hist_bucket(b, 100, 0.95) == (1.0, 2.5) and aserve.hist_bucket(b, 100, 0.999) == (2.5, math.inf)
+    assert aserve.hist_bucket([], 0, 0.99) is None
 
 
 def test_the_columns_the_serving_table_reads():
@@ -60,7 +64,12 @@ def test_the_columns_the_serving_table_reads():
     cols = aserve._latency_columns(d, 1000.0)
     assert cols["engine_ttft_over_slo_share"] == pytest.approx(0.10)
     assert cols["engine_ttft_p99_ms"] == 1000.0 and cols["engine_queue_p99_ms"] == pytest.approx(297.0)
-    assert cols["engine_prefill_p99_ms"] is None
+    # The 297 ms is interpolation in vLLM's first queue bucket; the bucket says only "at most 300 ms".
+    assert (cols["engine_queue_p99_lo_ms"], cols["engine_queue_p99_hi_ms"]) == (0.0, 300.0)
+    assert (cols["engine_ttft_p99_lo_ms"], cols["engine_ttft_p99_hi_ms"]) == (1000.0, math.inf)
+    # Means from each histogram's sum over the window: 80 s over 100 requests; the queue's sum did not move.
+    assert cols["engine_ttft_mean_ms"] == pytest.approx(800.0) and cols["engine_queue_mean_ms"] == 0.0
+    assert cols["engine_prefill_p99_ms"] is None and cols["engine_prefill_mean_ms"] is None
     assert all(v is None for v in aserve._latency_columns(None, 1000.0).values())
 
 

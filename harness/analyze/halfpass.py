@@ -57,6 +57,7 @@ class Fit:
     slope: float
     resid_sd: float
     crossing: float | None      # the rate where the line meets the bound; None where it does not rise
+    lack_of_fit_p: float | None = None   # the F test of the line against each rate's own mean; None without replicates
 
 
 def fit(rates: np.ndarray, p99: np.ndarray, bound: float) -> Fit:
@@ -67,7 +68,27 @@ def fit(rates: np.ndarray, p99: np.ndarray, bound: float) -> Fit:
     sd = float(np.sqrt((resid ** 2).sum() / (len(x) - 2))) if len(x) > 2 else float("nan")
     # A nearly flat line meets the bound far off the grid: beyond float range it is infinity (or 0).
     cross = float(math.exp(min((math.log(bound) - a) / b, 700.0))) if b > 0 else None
-    return Fit(intercept=float(a), slope=float(b), resid_sd=sd, crossing=cross)
+    return Fit(intercept=float(a), slope=float(b), resid_sd=sd, crossing=cross, lack_of_fit_p=lack_of_fit(x, resid, y))
+
+
+def lack_of_fit(x: np.ndarray, resid: np.ndarray, y: np.ndarray) -> float | None:
+    """The classical lack-of-fit F test's p-value: the straight line's residual sum of squares split into
+    pure error (the scatter of repeated probes about their rate's mean) and the rest (the line missing
+    the rates' means). A small p says log p99 bends against log load over this grid (a knee near
+    saturation), so the crossing read off the line is less to be trusted. None where the grid has no
+    repeated rate or only two rates (nothing to split)."""
+    from scipy import stats as sps
+
+    groups = [y[x == v] for v in np.unique(x)]
+    df_pe = len(y) - len(groups)
+    df_lof = len(groups) - 2
+    if df_pe < 1 or df_lof < 1:
+        return None
+    ss_pe = float(sum(((g - g.mean()) ** 2).sum() for g in groups))
+    ss_lof = max(float((resid ** 2).sum()) - ss_pe, 0.0)
+    if ss_pe <= 0:
+        return 0.0 if ss_lof > 0 else None
+    return float(sps.f.sf((ss_lof / df_lof) / (ss_pe / df_pe), df_lof, df_pe))
 
 
 def half_pass_of(rates: np.ndarray, p99s: dict[str, np.ndarray], bounds: dict[str, float]) -> tuple[float | None, str, dict[str, Fit]]:
@@ -110,7 +131,8 @@ def per_server(pts: pd.DataFrame, workloads: set[tuple[str, str]] | None = None)
                "half_pass": value, "status": status}
         for m, f in fits.items():
             short = m.removesuffix("_p99_ms")
-            row |= {f"{short}_slope": f.slope, f"{short}_resid_sd": f.resid_sd, f"{short}_crossing": f.crossing}
+            row |= {f"{short}_slope": f.slope, f"{short}_resid_sd": f.resid_sd, f"{short}_crossing": f.crossing,
+                    f"{short}_lof_p": f.lack_of_fit_p}
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -116,16 +116,40 @@ def hist_share_over(buckets: list[tuple[float, int]], count: int, bound: float) 
     return 0.0
 
 
+def hist_bucket(buckets: list[tuple[float, int]], count: int, q: float) -> tuple[float, float] | None:
+    """The bounds (lower, upper) of the bucket a histogram's q-quantile falls in: all the histogram knows
+    of it. The interpolated value (hist_quantile) is a convention inside those bounds, not a measurement:
+    vLLM's queue and prefill buckets start at 0.3 s, so a p99 under 0.3 s interpolates to 297 ms whatever
+    the times were. The upper bound is inf for a rank in the last bucket."""
+    if count <= 0 or not buckets:
+        return None
+    rank, prev_le = q * count, 0.0
+    for le, cum in buckets:
+        if cum >= rank:
+            return prev_le, le
+        prev_le = le
+    return prev_le, math.inf
+
+
 def _latency_columns(hist: dict | None, slo_ttft_ms: float | None) -> dict[str, float | None]:
-    """Engine-side p99 TTFT, queue and prefill (ms) and the share of requests whose engine-side TTFT is
-    over the SLO's bound; all None without the histograms."""
-    out: dict[str, float | None] = {"engine_ttft_p99_ms": None, "engine_queue_p99_ms": None,
-                                    "engine_prefill_p99_ms": None, "engine_ttft_over_slo_share": None}
+    """From the server's histograms (ms): for TTFT (arrival in the server to first token), scheduler queue
+    time and prefill time, the p99 interpolated, the bounds of the bucket it falls in, and the mean (each
+    histogram's sum over its count). The means add up where the p99s do not: mean TTFT = mean queue +
+    mean prefill + the rest, the rest being the front end's time from the request's rendering on (input
+    processing, the hand-over to the engine core, and the first token's way back through the output
+    processing; vLLM 0.24.0 and 0.26.0 stamp arrival at rendering, after the HTTP receive). Also the
+    share of requests whose engine-side TTFT is over the SLO's bound. All None without the histograms.
+    (vLLM observes TTFT at the first token, queue and prefill at the request's end, so near a window's
+    edge the three count slightly different requests.)"""
+    out: dict[str, float | None] = {"engine_ttft_over_slo_share": None}
     for name in ("ttft", "queue", "prefill"):
         h = (hist or {}).get(name)
-        if h is not None:
-            v = hist_quantile(h.buckets, h.count, 0.99)
-            out[f"engine_{name}_p99_ms"] = None if v is None else v * 1000.0
+        v = hist_quantile(h.buckets, h.count, 0.99) if h is not None else None
+        b = hist_bucket(h.buckets, h.count, 0.99) if h is not None else None
+        out[f"engine_{name}_p99_ms"] = None if v is None else v * 1000.0
+        out[f"engine_{name}_p99_lo_ms"] = None if b is None else b[0] * 1000.0
+        out[f"engine_{name}_p99_hi_ms"] = None if b is None else b[1] * 1000.0
+        out[f"engine_{name}_mean_ms"] = h.sum_s / h.count * 1000.0 if h is not None and h.count > 0 else None
     h = (hist or {}).get("ttft")
     if h is not None and slo_ttft_ms is not None:
         out["engine_ttft_over_slo_share"] = hist_share_over(h.buckets, h.count, slo_ttft_ms / 1000.0)
@@ -200,8 +224,10 @@ def repeated(pts: pd.DataFrame) -> pd.DataFrame:
     Where the records hold the engine's own view (ServePoint.engine), the row adds its largest scheduler
     queue and KV cache use over the points: a queue means the engine itself was saturated; and the
     client's largest p99 send lag (how late its requests left against their schedule). Where they hold the
-    server's own histograms (ServePoint.engine_latency), the median over the points of the engine-side p99
-    TTFT and p99 scheduler queue time, to set beside the client's p99 TTFT."""
+    server's own histograms (ServePoint.engine_latency): the range of the buckets the engine-side p99 TTFT
+    fell in over the points, the highest bucket edge under which every point's p99 queue and prefill times
+    fell, and the mean over the points of the mean TTFT, queue and prefill times (means, so that they add
+    up: what TTFT holds beyond queue and prefill is the front end's), to set beside the client's p99 TTFT."""
     rows = []
     if pts.empty:
         return pd.DataFrame(rows)
@@ -220,14 +246,20 @@ def repeated(pts: pd.DataFrame) -> pd.DataFrame:
             "engine_waiting_max": _agg_or_none(g.get("engine_waiting_max"), "max"),
             "engine_kv_max_pct": _agg_or_none(g.get("engine_kv_max_pct"), "max"),
             "send_lag_p99_max_ms": _agg_or_none(g.get("send_lag_p99_ms"), "max"),
-            "engine_ttft_p99_median_ms": _agg_or_none(g.get("engine_ttft_p99_ms"), "median"),
-            "engine_queue_p99_median_ms": _agg_or_none(g.get("engine_queue_p99_ms"), "median"),
+            "engine_ttft_p99_lo_min_ms": _agg_or_none(g.get("engine_ttft_p99_lo_ms"), "min"),
+            "engine_ttft_p99_hi_max_ms": _agg_or_none(g.get("engine_ttft_p99_hi_ms"), "max"),
+            "engine_queue_p99_hi_max_ms": _agg_or_none(g.get("engine_queue_p99_hi_ms"), "max"),
+            "engine_prefill_p99_hi_max_ms": _agg_or_none(g.get("engine_prefill_p99_hi_ms"), "max"),
+            "engine_ttft_mean_ms": _agg_or_none(g.get("engine_ttft_mean_ms"), "mean"),
+            "engine_queue_mean_ms": _agg_or_none(g.get("engine_queue_mean_ms"), "mean"),
+            "engine_prefill_mean_ms": _agg_or_none(g.get("engine_prefill_mean_ms"), "mean"),
             "sd_draw": tw.row_sd if tw else None, "sd_rest": tw.residual_sd if tw else None})
     return pd.DataFrame(rows)
 
 
 def _agg_or_none(col: pd.Series | None, how: str) -> float | None:
-    """The column's max or median; None for a column that is all None, or absent (a frame built without it)."""
+    """The column's aggregate (max, min, mean, median); None for a column that is all None, or absent (a
+    frame built without it)."""
     if col is None:
         return None
     col = pd.to_numeric(col, errors="coerce").dropna()

@@ -63,19 +63,24 @@ def half_pass_md(st: Study) -> str:
     sv = study_verdicts(st.canon)
     for (model, wl), g in v.servers.groupby(["model", "workload"], sort=False):
         out += [f"### {model} / {wl}\n",
-                "| leg | server | probes | met the SLO | rates (req/s) | TTFT p99: slope, residual sd, crossing "
-                "| TPOT p99: slope, residual sd, crossing | half-pass rate (req/s) | status |",
+                "| leg | server | probes | met the SLO | rates (req/s) | TTFT p99: slope, residual sd, crossing, "
+                "lack of fit p | TPOT p99: slope, residual sd, crossing, lack of fit p | half-pass rate (req/s) | status |",
                 "|---|---|---|---|---|---|---|---|---|"]
         for r in g.itertuples():
             out.append(f"| {label(r.leg)} | {r.server} | {r.probes} | {r.met} | {r.rates} "
-                       f"| {_n(r.ttft_slope)}, {_n(r.ttft_resid_sd)}, {_n(r.ttft_crossing, 1)} "
-                       f"| {_n(r.tpot_slope)}, {_n(r.tpot_resid_sd)}, {_n(r.tpot_crossing, 1)} "
+                       f"| {_n(r.ttft_slope)}, {_n(r.ttft_resid_sd)}, {_n(r.ttft_crossing, 1)}, {_n(r.ttft_lof_p)} "
+                       f"| {_n(r.tpot_slope)}, {_n(r.tpot_resid_sd)}, {_n(r.tpot_crossing, 1)}, {_n(r.tpot_lof_p)} "
                        f"| {_n(r.half_pass)} | {STATUS.get(r.status, r.status)} |")
         out.append("")
+        out.append("Lack of fit p: the F test of each straight line against the mean log p99 of each rate, where "
+                   "rates were probed more than once (— where not). A small p (below 0.05) says log p99 bends "
+                   "against log load over the grid, a knee near saturation, and that server's crossing is then "
+                   "less to be trusted than its line suggests; the tests are not adjusted for their number.\n")
         for cv in (c for c in sv.cells if c.half_pass and (c.model, c.workload) == (model, wl)):
             family = f"; decided by {cv.family_text}" if cv.family_size else ""
             out.append(f"Half-pass ratio {cv.new_label} / {cv.old_label}: {cv.ratio_text} — {cv.text} "
                        f"(above 1.00x the newer leg holds the SLO at a higher load; {cv.rule_text}{family}).\n")
+    out += _where_ttft_goes(st, v.servers)
     if v.sd is None:
         out.append("No leg has two measured servers, so the spread between servers is unknown here, and so is the "
                    "number of servers a leg that would bring the ratio's interval within ±5%.\n")
@@ -86,6 +91,35 @@ def half_pass_md(st: Study) -> str:
                    f"[{v.sd_interval[0]:.3f}, {v.sd_interval[1]:.3f}] (95%, chi-square), which puts that number "
                    f"between {v.servers_range[0]} and {_most(v.servers_range[1])}.\n")
     return "\n".join(out) + "\n"
+
+
+def _where_ttft_goes(st: Study, servers: pd.DataFrame) -> list[str]:
+    """Per leg and rate of the grids judged here, from the server's own histograms (record schema 13 on):
+    the mean time to first token in the server split into scheduler wait, prefill and the front end's
+    rest (means add up; analyze.serve._latency_columns), beside the client's median p99 TTFT. Empty for
+    records without the histograms."""
+    pts = aserve.points(st.canon)
+    if pts.empty or "engine_ttft_mean_ms" not in pts or pts["engine_ttft_mean_ms"].isna().all():
+        return []
+    keep = pts.merge(servers[["model", "workload"]].drop_duplicates(), on=["model", "workload"])
+    rows = ["Where the time to first token goes, by rate: the mean over the probes of each probe's mean time "
+            "to first token in the server (from its arrival there), its wait in the scheduler and its prefill, "
+            "and what TTFT holds beyond the two, the front end's time (from the request's rendering in the server "
+            "on: input processing, the hand-over to the engine core, and the first token's way back through the "
+            "front end's output processing; the HTTP receive before it is not in any of them). Means, from the "
+            "server's histograms, because they add up where percentiles do not; the client's p99 TTFT (median "
+            "over the probes) beside them.\n",
+            "| model · workload | leg | rate (req/s) | probes | client p99 TTFT ms (median) "
+            "| engine mean ms: TTFT = queue + prefill + front end | front end's share of TTFT |",
+            "|---|---|---|---|---|---|---|"]
+    label = st.canon.study.label
+    for (m, w, leg, rate), g in keep.groupby(["model", "workload", "leg", "request_rate"], sort=True):
+        t, q, p = (float(g[c].mean()) for c in ("engine_ttft_mean_ms", "engine_queue_mean_ms", "engine_prefill_mean_ms"))
+        if any(pd.isna(x) for x in (t, q, p)):
+            continue
+        rows.append(f"| {m} · {w} | {label(leg)} | {rate:g} | {len(g)} | {float(g['ttft_p99_ms'].median()):,.0f} "
+                    f"| {t:,.0f} = {q:,.0f} + {p:,.0f} + {t - q - p:,.0f} | {(t - q - p) / t:.0%} |")
+    return rows + [""]
 
 
 def half_pass_figures(st: Study) -> list:

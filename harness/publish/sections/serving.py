@@ -119,15 +119,18 @@ def _repeated_md(st: Study, s: Serving) -> list[str]:
            "none inside a point): a queue there means the engine itself was saturated, none with a long TTFT "
            "points at the front end or the client. Client lag: how late the client's requests left against their "
            "schedule, p99, at most over the points (— in records older than schema 12); a late client would "
-           "show there. Engine p99 TTFT / queue: from the server's own histograms (vLLM's /metrics, over each "
-           "point's window, its uncounted requests included), the median over the points of their p99 time to "
-           "first token from arrival in the server and of their p99 wait in the scheduler (— in records older "
-           "than schema 13): the client's p99 TTFT minus the first is the HTTP path and the client, the first "
-           "minus the second the front end and the prefill.\n",
+           "show there. The last two columns read the server's own histograms (vLLM's /metrics, over each point's "
+           "window, its uncounted requests included; — in records older than schema 13). Engine p99 bucket: "
+           "the bucket bounds the points' p99 time to first token fell in (from arrival in the server), and "
+           "the bucket edge every point's p99 scheduler wait and prefill time lay under; a histogram knows no "
+           "more of a p99 than its bucket. Engine mean: the mean over the points of each point's mean time "
+           "to first token, wait in the scheduler and prefill time, and what the first holds beyond the other "
+           "two, the front end's time (from the request's rendering on: input processing, the hand-over to "
+           "the engine core and the first token's way back through the output processing); means, because they add up where percentiles do not.\n",
            "| model · workload | leg | c | rate | points (servers) | met the SLO at p99 | p99 TTFT ms min / median / max "
            "| good share min–max | sd log p99 TTFT within / between | within: draw / rest | engine: waiting / KV at most | client lag p99 ms "
-           "| engine p99 TTFT / queue ms |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| engine p99 bucket ms: TTFT / queue / prefill | engine mean ms: TTFT = queue + prefill + front end |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for x in r.itertuples():
         sd = " / ".join("—" if v is None or pd.isna(v) else f"{v:.3f}" for v in (x.sd_within, x.sd_between))
         split = " / ".join("—" if v is None or pd.isna(v) else f"{v:.3f}" for v in (x.sd_draw, x.sd_rest))
@@ -136,7 +139,7 @@ def _repeated_md(st: Study, s: Serving) -> list[str]:
                    f"| {x.points} ({x.servers}) | {x.met} of {x.points} | {_n(x.ttft_p99_min, 0)} / {_n(x.ttft_p99_median, 0)} "
                    f"/ {_n(x.ttft_p99_max, 0)} | {x.good_share_min:.2f}–{x.good_share_max:.2f} | {sd} | {split} "
                    f"| {_engine(x)} | {_n(x.send_lag_p99_max_ms, 0)} "
-                   f"| {_n(x.engine_ttft_p99_median_ms, 0)} / {_n(x.engine_queue_p99_median_ms, 0)} |")
+                   f"| {_buckets(x)} | {_means(x)} |")
     return out + [""]
 
 
@@ -145,6 +148,22 @@ def _engine(x: Any) -> str:
     if x.engine_waiting_max is None or pd.isna(x.engine_waiting_max):
         return "—"
     return f"{int(x.engine_waiting_max):,} / {x.engine_kv_max_pct:.0f}%"
+
+
+def _buckets(x: Any) -> str:
+    """A repeated-loads row's engine p99 cell: TTFT's bucket range / queue's and prefill's upper edges."""
+    if x.engine_ttft_p99_lo_min_ms is None or pd.isna(x.engine_ttft_p99_lo_min_ms):
+        return "—"
+    return (f"{x.engine_ttft_p99_lo_min_ms:,.0f}–{x.engine_ttft_p99_hi_max_ms:,.0f} / "
+            f"≤ {_n(x.engine_queue_p99_hi_max_ms, 0)} / ≤ {_n(x.engine_prefill_p99_hi_max_ms, 0)}")
+
+
+def _means(x: Any) -> str:
+    """A repeated-loads row's engine mean cell: TTFT = queue + prefill + the front end's rest."""
+    t, q, p = x.engine_ttft_mean_ms, x.engine_queue_mean_ms, x.engine_prefill_mean_ms
+    if any(v is None or pd.isna(v) for v in (t, q, p)):
+        return "—"
+    return f"{t:,.0f} = {q:,.0f} + {p:,.0f} + {t - q - p:,.0f}"
 
 
 def _load_md(s: Serving) -> str:
