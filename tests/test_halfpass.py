@@ -24,6 +24,7 @@ from harness.measure.scenario import Scenario, load_scenario, scenario_path
 from harness.publish import report
 
 BRACKET = paths.PROJ_ROOT / "results" / "h100-capacity-bracket"
+BRACKET_AB = paths.PROJ_ROOT / "results" / "h100-capacity-bracket-ab"
 RATES = np.array([18, 22, 26, 30] * 3, float)
 
 
@@ -79,6 +80,19 @@ def _copy(tmp_path: Path, half_pass: bool) -> Path:
     return d
 
 
+def test_lack_of_fit_finds_a_knee_and_not_a_straight_line():
+    rates = np.array([18, 22, 26, 30] * 3, float)
+    noise = np.tile([0.05, -0.05, 0.0], (4, 1)).T.ravel()       # the same small scatter at every rate
+    straight = np.exp(np.log(1000) + 4 * (np.log(rates) - np.log(26)) + noise)
+    knee = np.exp(np.log(1000) + 12 * np.maximum(np.log(rates) - np.log(24), 0) + noise)
+    assert hp.fit(rates, straight, 1000.0).lack_of_fit_p > 0.5
+    assert hp.fit(rates, knee, 1000.0).lack_of_fit_p < 0.01
+    # Nothing to split: no repeated rate, or only two rates.
+    assert hp.fit(rates[:4], straight[:4], 1000.0).lack_of_fit_p is None
+    two = np.array([18, 30, 18, 30], float)
+    assert hp.fit(two, 900 * (two / 18) ** 2, 1000.0).lack_of_fit_p is None
+
+
 def test_measured_records_are_judged_by_half_pass_rates_with_the_server_as_unit(tmp_path):
     # Real: lease P3's records (vLLM 0.24.0 one server, 0.26.0 two, on one H100).
     canon = canonicalize(load(_copy(tmp_path, True)))
@@ -93,8 +107,24 @@ def test_measured_records_are_judged_by_half_pass_rates_with_the_server_as_unit(
     st = report.load_study(canon.dataset.root)
     md = report.half_pass_md(st)
     assert cell.text in md and cell.ratio_text in md and md.count("| measured |") == 3
+    assert "Lack of fit p" in md and md.count(", 0.97 |") == 1    # 0.24.0's TTFT line: no bend (p 0.969)
+    assert "Where the time to first token goes" not in md           # schema 12: no server histograms
     (fig,) = report.half_pass_figures(st)
     assert len(fig.axes) == 2 and all(len(ax.get_lines()) >= 3 + 1 for ax in fig.axes)  # 3 servers' lines + bound
+
+
+def test_two_servers_a_side_and_where_the_time_to_first_token_goes(tmp_path):
+    # Real: lease P4's records (two servers a leg, interleaved, on one H100, with the server's histograms).
+    shutil.copytree(BRACKET_AB, tmp_path / "s", ignore=shutil.ignore_patterns("report", "derived"))
+    canon = canonicalize(load(tmp_path / "s"))
+    (cell,) = [c for c in study_verdicts(canon).cells if c.workload == "bracket-grid"]
+    assert (cell.n_old, cell.n_new) == (2, 2) and cell.verdict == "undecided" and cell.low < 1 < cell.high
+    md = report.half_pass_md(report.load_study(canon.dataset.root))
+    assert md.count("| measured |") == 4 and cell.text in md and "needs about 3 servers a leg" in md
+    # At 30 req/s most of the server's mean TTFT is neither scheduler wait nor prefill: the front end's.
+    rows = [r for r in md.splitlines() if r.startswith("| Llama-3.1-8B (dummy weights) · bracket-grid |")
+            and "| 30 |" in r]
+    assert len(rows) == 2 and all(int(r.rstrip(" |").rsplit("| ", 1)[1].rstrip("%")) >= 80 for r in rows)
 
 
 def test_without_the_declaration_the_grid_is_judged_by_throughput(tmp_path):
