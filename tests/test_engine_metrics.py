@@ -70,6 +70,7 @@ def test_the_columns_the_serving_table_reads():
     # Means from each histogram's sum over the window: 80 s over 100 requests; the queue's sum did not move.
     assert cols["engine_ttft_mean_ms"] == pytest.approx(800.0) and cols["engine_queue_mean_ms"] == 0.0
     assert cols["engine_prefill_p99_ms"] is None and cols["engine_prefill_mean_ms"] is None
+    assert cols["engine_front_mean_ms"] is None          # the split needs all three stages' means
     assert all(v is None for v in aserve._latency_columns(None, 1000.0).values())
 
 

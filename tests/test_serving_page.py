@@ -130,7 +130,7 @@ def test_servers_that_drew_other_seeds_get_no_split(tmp_path):
     st = report.load_study(_probes(tmp_path, {1: [400.0, 600.0], 2: [450.0, 640.0]}, shift={2: 7}))
     (row,) = serving(st).repeated.itertuples()
     assert row.sd_within is not None and pd.isna(row.sd_draw) and pd.isna(row.sd_rest)
-    assert report.serving_md(st).split("more than once on one server")[1].count("| — / — | — | — | — / — |") == 1
+    assert report.serving_md(st).split("more than once on one server")[1].count("| — / — | — | — | — | — |") == 1
 
 
 def test_a_grid_of_distinct_loads_has_no_repeated_load_table(tmp_path):

@@ -150,6 +150,8 @@ def _latency_columns(hist: dict | None, slo_ttft_ms: float | None) -> dict[str, 
         out[f"engine_{name}_p99_lo_ms"] = None if b is None else b[0] * 1000.0
         out[f"engine_{name}_p99_hi_ms"] = None if b is None else b[1] * 1000.0
         out[f"engine_{name}_mean_ms"] = h.sum_s / h.count * 1000.0 if h is not None and h.count > 0 else None
+    t, q, p = (out[f"engine_{n}_mean_ms"] for n in ("ttft", "queue", "prefill"))
+    out["engine_front_mean_ms"] = None if None in (t, q, p) else t - q - p
     h = (hist or {}).get("ttft")
     if h is not None and slo_ttft_ms is not None:
         out["engine_ttft_over_slo_share"] = hist_share_over(h.buckets, h.count, slo_ttft_ms / 1000.0)
@@ -253,7 +255,29 @@ def repeated(pts: pd.DataFrame) -> pd.DataFrame:
             "engine_ttft_mean_ms": _agg_or_none(g.get("engine_ttft_mean_ms"), "mean"),
             "engine_queue_mean_ms": _agg_or_none(g.get("engine_queue_mean_ms"), "mean"),
             "engine_prefill_mean_ms": _agg_or_none(g.get("engine_prefill_mean_ms"), "mean"),
+            "engine_front_mean_ms": _agg_or_none(g.get("engine_front_mean_ms"), "mean"),
             "sd_draw": tw.row_sd if tw else None, "sd_rest": tw.residual_sd if tw else None})
+    return pd.DataFrame(rows)
+
+
+def ttft_split(pts: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, workload, leg, rate) of the (model, workload) pairs in `cells`: the probes, the client's
+    median p99 TTFT, and the mean over the probes of each probe's mean TTFT in the server, scheduler wait,
+    prefill and the front end's rest (_latency_columns), with the rest's share of TTFT. Empty where the
+    records hold no server histograms (record schema 13 on)."""
+    if pts.empty or "engine_front_mean_ms" not in pts or pts["engine_front_mean_ms"].isna().all():
+        return pd.DataFrame()
+    keep = pts.merge(cells[["model", "workload"]].drop_duplicates(), on=["model", "workload"])
+    keep = keep[keep["engine_front_mean_ms"].notna()]
+    rows = []
+    for (m, w, leg, rate), g in keep.groupby(["model", "workload", "leg", "request_rate"], sort=True):
+        t = float(g["engine_ttft_mean_ms"].mean())
+        front = float(g["engine_front_mean_ms"].mean())
+        rows.append({"model": m, "workload": w, "leg": leg, "request_rate": float(rate), "probes": len(g),
+                     "client_ttft_p99_median_ms": float(g["ttft_p99_ms"].median()), "engine_ttft_mean_ms": t,
+                     "engine_queue_mean_ms": float(g["engine_queue_mean_ms"].mean()),
+                     "engine_prefill_mean_ms": float(g["engine_prefill_mean_ms"].mean()),
+                     "engine_front_mean_ms": front, "front_share": front / t if t > 0 else None})
     return pd.DataFrame(rows)
 
 

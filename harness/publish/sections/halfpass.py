@@ -93,15 +93,17 @@ def half_pass_md(st: Study) -> str:
     return "\n".join(out) + "\n"
 
 
+def _pct(v: float | None) -> str:
+    return "—" if v is None or pd.isna(v) else f"{v:.0%}"
+
+
 def _where_ttft_goes(st: Study, servers: pd.DataFrame) -> list[str]:
-    """Per leg and rate of the grids judged here, from the server's own histograms (record schema 13 on):
-    the mean time to first token in the server split into scheduler wait, prefill and the front end's
-    rest (means add up; analyze.serve._latency_columns), beside the client's median p99 TTFT. Empty for
-    records without the histograms."""
-    pts = aserve.points(st.canon)
-    if pts.empty or "engine_ttft_mean_ms" not in pts or pts["engine_ttft_mean_ms"].isna().all():
+    """Per leg and rate of the grids judged here, analyze.serve.ttft_split: the mean time to first token in
+    the server split into scheduler wait, prefill and the front end's rest, beside the client's median
+    p99 TTFT. Empty for records without the server's histograms."""
+    split = aserve.ttft_split(aserve.points(st.canon), servers)
+    if split.empty:
         return []
-    keep = pts.merge(servers[["model", "workload"]].drop_duplicates(), on=["model", "workload"])
     rows = ["Where the time to first token goes, by rate: the mean over the probes of each probe's mean time "
             "to first token in the server (from its arrival there), its wait in the scheduler and its prefill, "
             "and what TTFT holds beyond the two, the front end's time (from the request's rendering in the server "
@@ -113,12 +115,10 @@ def _where_ttft_goes(st: Study, servers: pd.DataFrame) -> list[str]:
             "| engine mean ms: TTFT = queue + prefill + front end | front end's share of TTFT |",
             "|---|---|---|---|---|---|---|"]
     label = st.canon.study.label
-    for (m, w, leg, rate), g in keep.groupby(["model", "workload", "leg", "request_rate"], sort=True):
-        t, q, p = (float(g[c].mean()) for c in ("engine_ttft_mean_ms", "engine_queue_mean_ms", "engine_prefill_mean_ms"))
-        if any(pd.isna(x) for x in (t, q, p)):
-            continue
-        rows.append(f"| {m} · {w} | {label(leg)} | {rate:g} | {len(g)} | {float(g['ttft_p99_ms'].median()):,.0f} "
-                    f"| {t:,.0f} = {q:,.0f} + {p:,.0f} + {t - q - p:,.0f} | {(t - q - p) / t:.0%} |")
+    for r in split.itertuples():
+        rows.append(f"| {r.model} · {r.workload} | {label(r.leg)} | {r.request_rate:g} | {r.probes} "
+                    f"| {r.client_ttft_p99_median_ms:,.0f} | {r.engine_ttft_mean_ms:,.0f} = {r.engine_queue_mean_ms:,.0f} "
+                    f"+ {r.engine_prefill_mean_ms:,.0f} + {r.engine_front_mean_ms:,.0f} | {_pct(r.front_share)} |")
     return rows + [""]
 
 

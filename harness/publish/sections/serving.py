@@ -160,10 +160,10 @@ def _buckets(x: Any) -> str:
 
 def _means(x: Any) -> str:
     """A repeated-loads row's engine mean cell: TTFT = queue + prefill + the front end's rest."""
-    t, q, p = x.engine_ttft_mean_ms, x.engine_queue_mean_ms, x.engine_prefill_mean_ms
-    if any(v is None or pd.isna(v) for v in (t, q, p)):
+    t, q, p, f = x.engine_ttft_mean_ms, x.engine_queue_mean_ms, x.engine_prefill_mean_ms, x.engine_front_mean_ms
+    if any(v is None or pd.isna(v) for v in (t, q, p, f)):
         return "—"
-    return f"{t:,.0f} = {q:,.0f} + {p:,.0f} + {t - q - p:,.0f}"
+    return f"{t:,.0f} = {q:,.0f} + {p:,.0f} + {f:,.0f}"
 
 
 def _load_md(s: Serving) -> str:
