@@ -8,7 +8,7 @@
 #              the call. Refused if this machine was set up already (a second driver would measure beside
 #              the first).
 #   part NN    carry .gpu/e/pNN: hand part NN to the unpacker (copied, then marked complete).
-#   watch S    wait S seconds at most (less once the driver logs "drive done"), then copy $ROOT/R
+#   watch S    wait S seconds at most (less once the driver's log ends in "drive done"), then copy $ROOT/R
 #              back into $OUT as R.tgz.N pieces of 15 MiB (a call brings back 8 files of 16 MiB at
 #              most, 64 MiB in all); the kernel traces (up to 32 MB each) come back once, as T.tar.N,
 #              in the first call after phase F where they fit beside R.
@@ -134,7 +134,11 @@ back() {  # $ROOT/R into $OUT: R without the traces, then the traces once, if th
 
 watch() {
   local limit=${1:-560} t0=$SECONDS
-  while [ $((SECONDS - t0)) -lt "$limit" ] && ! grep -q "drive done\$" "$ROOT/R/drive.log" 2> /dev/null; do
+  # The log's last line, not any line: a driver started again in the same lease appends after the first
+  # one's "drive done", and watch then waits for the newest driver. (No pipe into grep -q: under
+  # pipefail a writer cut off by grep's early exit would fail the test.)
+  while [ $((SECONDS - t0)) -lt "$limit" ]; do
+    case "$(tail -n 1 "$ROOT/R/drive.log" 2> /dev/null)" in *"drive done") break ;; esac
     sleep 5
   done
   echo "--- drive.log"; tail -n 30 "$ROOT/R/drive.log" 2> /dev/null

@@ -172,6 +172,12 @@ selftest() {
   grep -q 'second rc=3 (finished, some runs not ok)$' "$t/root/R/drive.log" && grep -qx two "$t/root/R/second.log"
   grep -q 'third rc=1 STOPPED$' "$t/root/R/drive.log"
   grep -q 'never: not started (the budget of 2 s is spent)$' "$t/root/R/drive.log"
+  # A driver started again in the same lease appends after the first one's "drive done": watch waits for it.
+  echo "$(date -u +%FT%TZ) waiting for site folders: none" >> "$t/root/R/drive.log"
+  mkdir -p "$t/out2"
+  s0=$SECONDS
+  (ROOT="$t/root" OUT="$t/out2" bash "$here/machine.sh" watch 3 > /dev/null)
+  test $((SECONDS - s0)) -ge 3
   # Listed to a file first: grep -q stops reading at its match, and tar, still writing, would die of
   # SIGPIPE (141 under pipefail) on a busy host.
   tar tzf "$t/out/R.tgz.0" > "$t/out.list"
