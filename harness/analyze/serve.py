@@ -88,19 +88,29 @@ def points(canon: Canonical) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def hist_quantile(buckets: list[tuple[float, int]], count: int, q: float) -> float | None:
-    """A histogram's q-quantile in its own unit, interpolated linearly inside the bucket the rank falls in
-    (as Prometheus's histogram_quantile); a rank in the last, unbounded bucket gives its lower bound."""
+def _rank_bucket(buckets: list[tuple[float, int]], count: int, q: float) -> tuple[float, float, float, int, int] | None:
+    """The q-quantile's rank and the bucket it falls in: (rank, lower bound, upper bound, cumulative count
+    at each bound); a rank past every bound is in an unbounded last bucket. None for an empty histogram."""
     if count <= 0 or not buckets:
         return None
     rank, prev_le, prev_cum = q * count, 0.0, 0
     for le, cum in buckets:
         if cum >= rank:
-            if math.isinf(le):
-                return prev_le
-            return prev_le + (le - prev_le) * ((rank - prev_cum) / (cum - prev_cum) if cum > prev_cum else 1.0)
+            return rank, prev_le, le, prev_cum, cum
         prev_le, prev_cum = le, cum
-    return prev_le
+    return rank, prev_le, math.inf, prev_cum, prev_cum
+
+
+def hist_quantile(buckets: list[tuple[float, int]], count: int, q: float) -> float | None:
+    """A histogram's q-quantile in its own unit, interpolated linearly inside the bucket the rank falls in
+    (as Prometheus's histogram_quantile); a rank in the last, unbounded bucket gives its lower bound."""
+    found = _rank_bucket(buckets, count, q)
+    if found is None:
+        return None
+    rank, lo, hi, cum_lo, cum_hi = found
+    if math.isinf(hi):
+        return lo
+    return lo + (hi - lo) * ((rank - cum_lo) / (cum_hi - cum_lo) if cum_hi > cum_lo else 1.0)
 
 
 def hist_share_over(buckets: list[tuple[float, int]], count: int, bound: float) -> float | None:
@@ -121,14 +131,8 @@ def hist_bucket(buckets: list[tuple[float, int]], count: int, q: float) -> tuple
     of it. The interpolated value (hist_quantile) is a convention inside those bounds, not a measurement:
     vLLM's queue and prefill buckets start at 0.3 s, so a p99 under 0.3 s interpolates to 297 ms whatever
     the times were. The upper bound is inf for a rank in the last bucket."""
-    if count <= 0 or not buckets:
-        return None
-    rank, prev_le = q * count, 0.0
-    for le, cum in buckets:
-        if cum >= rank:
-            return prev_le, le
-        prev_le = le
-    return prev_le, math.inf
+    found = _rank_bucket(buckets, count, q)
+    return None if found is None else (found[1], found[2])
 
 
 def _latency_columns(hist: dict | None, slo_ttft_ms: float | None) -> dict[str, float | None]:

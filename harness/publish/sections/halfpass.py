@@ -24,15 +24,18 @@ class HalfPassView:
     sd_interval: tuple[float, float] | None   # its 95% interval (chi-square)
     servers_for_width: int | None             # servers a leg for an interval within ±5% at `sd`
     servers_range: tuple[int | None, int | None] | None   # the same at the ends of sd_interval
+    ttft_split: pd.DataFrame    # analyze.serve.ttft_split over the declared workloads (empty without histograms)
 
 
 def half_pass(st: Study) -> HalfPassView:
     cells = study_verdicts(st.canon).half_pass
-    servers = ahp.per_server(aserve.points(st.canon), set(cells)) if cells else pd.DataFrame()
+    pts = aserve.points(st.canon) if cells else pd.DataFrame()
+    servers = ahp.per_server(pts, set(cells)) if cells else pd.DataFrame()
     sd, df = ahp.between_sd(servers)
     ci = ahp.sd_interval(sd, df)
     return HalfPassView(servers=servers, sd=sd, df=df, sd_interval=ci, servers_for_width=ahp.servers_for_width(sd),
-                        servers_range=(ahp.servers_for_width(ci[0]), ahp.servers_for_width(ci[1])) if ci else None)
+                        servers_range=(ahp.servers_for_width(ci[0]), ahp.servers_for_width(ci[1])) if ci else None,
+                        ttft_split=aserve.ttft_split(pts, servers) if not servers.empty else pd.DataFrame())
 
 
 def _most(n: int | None) -> str:
@@ -80,7 +83,7 @@ def half_pass_md(st: Study) -> str:
             family = f"; decided by {cv.family_text}" if cv.family_size else ""
             out.append(f"Half-pass ratio {cv.new_label} / {cv.old_label}: {cv.ratio_text} — {cv.text} "
                        f"(above 1.00x the newer leg holds the SLO at a higher load; {cv.rule_text}{family}).\n")
-    out += _where_ttft_goes(st, v.servers)
+    out += _where_ttft_goes(st, v.ttft_split)
     if v.sd is None:
         out.append("No leg has two measured servers, so the spread between servers is unknown here, and so is the "
                    "number of servers a leg that would bring the ratio's interval within ±5%.\n")
@@ -97,11 +100,10 @@ def _pct(v: float | None) -> str:
     return "—" if v is None or pd.isna(v) else f"{v:.0%}"
 
 
-def _where_ttft_goes(st: Study, servers: pd.DataFrame) -> list[str]:
+def _where_ttft_goes(st: Study, split: pd.DataFrame) -> list[str]:
     """Per leg and rate of the grids judged here, analyze.serve.ttft_split: the mean time to first token in
     the server split into scheduler wait, prefill and the front end's rest, beside the client's median
     p99 TTFT. Empty for records without the server's histograms."""
-    split = aserve.ttft_split(aserve.points(st.canon), servers)
     if split.empty:
         return []
     rows = ["Where the time to first token goes, by rate: the mean over the probes of each probe's mean time "

@@ -126,7 +126,8 @@ def _repeated_md(st: Study, s: Serving) -> list[str]:
            "more of a p99 than its bucket. Engine mean: the mean over the points of each point's mean time "
            "to first token, wait in the scheduler and prefill time, and what the first holds beyond the other "
            "two, the front end's time (from the request's rendering on: input processing, the hand-over to "
-           "the engine core and the first token's way back through the output processing); means, because they add up where percentiles do not.\n",
+           "the engine core and the first token's way back through the output processing); means, because "
+           "they add up where percentiles do not.\n",
            "| model · workload | leg | c | rate | points (servers) | met the SLO at p99 | p99 TTFT ms min / median / max "
            "| good share min–max | sd log p99 TTFT within / between | within: draw / rest | engine: waiting / KV at most | client lag p99 ms "
            "| engine p99 bucket ms: TTFT / queue / prefill | engine mean ms: TTFT = queue + prefill + front end |",
